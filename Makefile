@@ -1,0 +1,30 @@
+# The two commands a newcomer needs:  make demo   and   make test
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: demo test lint typecheck bench clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev,langgraph]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/ctxpolicy validate policies/
+	$(BIN)/ctxpolicy show policies/base.yaml
+
+lint: $(STAMP)
+	$(BIN)/ruff check ctxpolicy tests examples benchmarks
+	$(BIN)/mypy
+
+test: $(STAMP) lint
+	$(BIN)/python -m pytest -q
+
+bench: $(STAMP)
+	$(BIN)/python benchmarks/run.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

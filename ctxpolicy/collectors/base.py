@@ -1,0 +1,100 @@
+"""The collector protocol and registry.
+
+A collector turns one layer's ``collector:`` spec into text. It may be a plain
+function or a coroutine function; it receives a `CollectRequest` and returns the
+layer's text (``None`` or ``""`` means "nothing this turn"). Collectors that gather
+several pieces (documents, memory items, file blocks) pack whole pieces into
+``request.cap_tokens`` themselves, using ``request.count_tokens``; the engine then
+applies the layer's overflow rule to whatever still does not fit.
+
+Built-in collector types are registered by import path, so their modules (and their
+dependencies) load only when a policy uses them.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from ctxpolicy.policy import CollectorSpec, Policy
+
+
+@dataclass(frozen=True, slots=True)
+class CollectRequest:
+    """Everything a collector may look at for one layer of one call.
+
+    Attributes:
+        layer: The layer being collected, e.g. ``knowledge__context``.
+        spec: The layer's ``collector:`` spec (a pydantic model; ``spec.type`` names it).
+        policy: The effective policy.
+        process: The process of this call, e.g. ``react``.
+        state: The Blackboard, read-only.
+        query: This call's query text, when known.
+        services: Runtime services by name (retrievers, memory, tools, ...).
+        cap_tokens: The layer's token cap for this call.
+        count_tokens: Exact token counter of the policy's tokenizer.
+        base_dir: Folder of the policy file that declared this layer (for relative paths).
+    """
+
+    layer: str
+    spec: CollectorSpec
+    policy: Policy
+    process: str
+    state: Mapping[str, Any]
+    query: str | None
+    services: Mapping[str, Any]
+    cap_tokens: int
+    count_tokens: Callable[[str], int]
+    base_dir: Path | None = None
+    vars: Mapping[str, Any] = field(default_factory=dict)
+
+
+class Collector(Protocol):
+    """A collector: ``(request) -> str | None``, sync or async."""
+
+    def __call__(self, request: CollectRequest, /) -> str | None | Awaitable[str | None]: ...
+
+
+_BUILTINS: dict[str, str] = {
+    "template": "ctxpolicy.collectors.template:collect_template",
+    "state": "ctxpolicy.collectors.state:collect_state",
+    "retriever": "ctxpolicy.collectors.retriever:collect_retriever",
+    "callable": "ctxpolicy.collectors.callable:collect_callable",
+    "memory": "ctxpolicy.memory.collector:collect_memory",
+    "files": "ctxpolicy.blocks.collector:collect_files",
+    "tools": "ctxpolicy.collectors.tools:collect_tools",
+}
+_REGISTRY: dict[str, Collector] = {}
+
+
+def register_collector(type_name: str, collector: Collector) -> None:
+    """Register (or replace) the collector for ``type_name``."""
+    if not callable(collector):
+        raise TypeError(f"collector for {type_name!r} must be callable, got {collector!r}")
+    _REGISTRY[type_name] = collector
+
+
+def get_collector(type_name: str) -> Collector:
+    """The collector registered for ``type_name``, importing a built-in on first use.
+
+    Raises:
+        KeyError: no collector is registered under ``type_name``.
+    """
+    found = _REGISTRY.get(type_name)
+    if found is not None:
+        return found
+    target = _BUILTINS.get(type_name)
+    if target is None:
+        known = ", ".join(sorted({*_BUILTINS, *_REGISTRY}))
+        raise KeyError(f"no collector registered for type {type_name!r} (known: {known})")
+    module_name, _, attr = target.partition(":")
+    collector: Collector = getattr(importlib.import_module(module_name), attr)
+    _REGISTRY[type_name] = collector
+    return collector
+
+
+CollectorFunc = Callable[[CollectRequest], "str | None | Awaitable[str | None]"]

@@ -1,0 +1,428 @@
+"""The policy model: a frozen, fully resolved policy (DESIGN §3).
+
+These pydantic models mirror ``schemas/ctxpolicy.schema.json`` one to one: the schema
+is what editors and CI see, the models are what code uses, and a test proves they
+accept and reject the same files. Semantic rules (order, persistence, ...) live in
+``ctxpolicy.validation.semantic``; this module only checks structure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from types import MappingProxyType
+from typing import Annotated, Any, Literal, TypeVar
+
+from pydantic import (
+    AfterValidator,
+    SerializerFunctionWrapHandler,
+    WrapSerializer,
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    field_validator,
+    model_validator,
+)
+
+from ctxpolicy.layers import (
+    CHECKPOINT_MESSAGES,
+    DEFAULT_ORDER,
+    PERSISTED_BY_DEFAULT,
+    QUERY,
+    SYSTEM_PROMPT,
+    BlockOverflow,
+    HistoryOverflow,
+    QueryOverflow,
+    Role,
+    is_block_layer,
+    layer_kind,
+)
+
+POLICY_NAME_PATTERN = r"^[a-z0-9][a-z0-9_-]*$"
+CALLABLE_TARGET_PATTERN = r"^[A-Za-z_][A-Za-z0-9_.]*:[A-Za-z_][A-Za-z0-9_.]*$"
+PROCESS_NAME_PATTERN = r"^[a-z][a-z0-9_]*$"
+SERVICE_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_.-]*$"
+MAX_EXTENDS_DEPTH = 8
+
+_V = TypeVar("_V")
+
+
+def _freeze(value: Mapping[str, _V]) -> Mapping[str, _V]:
+    return MappingProxyType(dict(value))
+
+
+def _thaw(value: Mapping[str, Any], handler: SerializerFunctionWrapHandler) -> Any:
+    return handler(dict(value))
+
+
+#: Validation freezes a mapping (read-only view); serialization thaws it back to a dict.
+_FROZEN = (AfterValidator(_freeze), WrapSerializer(_thaw))
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, str_strip_whitespace=False)
+
+
+# --------------------------------------------------------------------------- collectors
+
+
+class _CollectorBase(_Frozen):
+    on_error: Literal["skip", "fail"] = "fail"
+    timeout_s: Annotated[float, Field(gt=0, le=3600)] | None = None
+
+
+class _TemplateSource(_CollectorBase):
+    template: str | None = None
+    template_file: str | None = None
+
+    @model_validator(mode="after")
+    def _one_template(self) -> _TemplateSource:
+        if self.template is not None and self.template_file is not None:
+            raise ValueError("give either 'template' or 'template_file', not both")
+        return self
+
+
+class TemplateCollectorSpec(_TemplateSource):
+    """Renders a Jinja2 template (inline or from ``template_file``)."""
+
+    type: Literal["template"]
+
+    @model_validator(mode="after")
+    def _needs_template(self) -> TemplateCollectorSpec:
+        if self.template is None and self.template_file is None:
+            raise ValueError("a template collector needs 'template' or 'template_file'")
+        return self
+
+
+class StateCollectorSpec(_TemplateSource):
+    """Reads one field of the Blackboard, optionally through a template."""
+
+    type: Literal["state"]
+    field: Annotated[str, Field(min_length=1, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]
+
+
+class RetrieverCollectorSpec(_TemplateSource):
+    """Queries a retriever service (any LangChain retriever or runnable returning Documents)."""
+
+    type: Literal["retriever"]
+    service: Annotated[str, Field(pattern=SERVICE_NAME_PATTERN)]
+    top_k: Annotated[int, Field(ge=1, le=1000)] = 5
+    separator: str = "\n\n"
+
+
+class CallableCollectorSpec(_CollectorBase):
+    """Calls ``module:attr`` (sync or async) with the collector context."""
+
+    type: Literal["callable"]
+    target: Annotated[str, Field(pattern=CALLABLE_TARGET_PATTERN)]
+
+
+class MemoryCollectorSpec(_CollectorBase):
+    """Reads tiered memory (``ctxpolicy.memory``) by strategy or by single tier."""
+
+    type: Literal["memory"]
+    service: Annotated[str, Field(pattern=SERVICE_NAME_PATTERN)] = "memory"
+    strategy: Literal["minimal", "balanced", "comprehensive"] | None = None
+    tier: Literal["l1", "l2", "l3", "l4"] | None = None
+    limit: Annotated[int, Field(ge=1, le=100_000)] | None = None
+
+    @model_validator(mode="after")
+    def _strategy_or_tier(self) -> MemoryCollectorSpec:
+        if self.strategy is not None and self.tier is not None:
+            raise ValueError("give either 'strategy' or 'tier', not both")
+        return self
+
+
+class FilesCollectorSpec(_CollectorBase):
+    """Selects Markdown/JSON blocks and line ranges under ``root`` (relative to the policy)."""
+
+    type: Literal["files"]
+    root: Annotated[str, Field(min_length=1)]
+    select: Annotated[tuple[Annotated[str, Field(min_length=1)], ...], Field(min_length=1)]
+
+
+class ToolsCollectorSpec(_CollectorBase):
+    """Renders the definitions of LangChain tools from a service (seed 002's tool source)."""
+
+    type: Literal["tools"]
+    service: Annotated[str, Field(pattern=SERVICE_NAME_PATTERN)] = "tools"
+
+
+CollectorSpec = Annotated[
+    TemplateCollectorSpec
+    | StateCollectorSpec
+    | RetrieverCollectorSpec
+    | CallableCollectorSpec
+    | MemoryCollectorSpec
+    | FilesCollectorSpec
+    | ToolsCollectorSpec,
+    Field(discriminator="type"),
+]
+
+COLLECTOR_TYPES: tuple[str, ...] = (
+    "template",
+    "state",
+    "retriever",
+    "callable",
+    "memory",
+    "files",
+    "tools",
+)
+
+# --------------------------------------------------------------------------- layers
+
+OverflowName = BlockOverflow | HistoryOverflow | QueryOverflow
+
+_OVERFLOW_BY_KIND: Mapping[str, tuple[str, ...]] = MappingProxyType(
+    {
+        "block": ("truncate_tail", "truncate_head", "drop", "error"),
+        "history": ("drop_oldest", "summarize", "error"),
+        "query": ("error", "truncate_tail"),
+        "system_prompt": ("error", "truncate_tail"),
+    }
+)
+_DEFAULT_OVERFLOW: Mapping[str, str] = MappingProxyType(
+    {"block": "truncate_tail", "history": "drop_oldest", "query": "error", "system_prompt": "error"}
+)
+
+
+def allowed_overflows(layer: str) -> tuple[str, ...]:
+    """The overflow rules a layer of this name accepts."""
+    return _OVERFLOW_BY_KIND[layer_kind(layer)]
+
+
+class LayerSpec(_Frozen):
+    """How one layer behaves. Unset fields take the defaults of the layer's kind."""
+
+    shared: bool | None = None
+    persist: bool | None = None
+    role: Role | None = None
+    overflow: OverflowName | None = None
+    collector: CollectorSpec | None = None
+    description: str | None = None
+
+
+class ResolvedLayer(_Frozen):
+    """A layer with every default filled in (what the engine uses)."""
+
+    name: str
+    kind: Literal["system_prompt", "block", "history", "query"]
+    shared: bool
+    persist: bool
+    role: Role
+    overflow: str
+    collector: CollectorSpec | None = None
+
+
+# --------------------------------------------------------------------------- the rest
+
+
+class ModelSpec(_Frozen):
+    """The target model's window and tokenizer."""
+
+    context_window: Annotated[int, Field(gt=0, le=100_000_000)] = 128_000
+    tokenizer: Literal["cl100k_base", "o200k_base", "approximate"] = "cl100k_base"
+
+
+class BudgetSpec(_Frozen):
+    """Token budget: output reserve and per-layer ratios of the available window."""
+
+    output_reserve: Annotated[float, Field(ge=0, le=0.9)] = 0.10
+    ratios: Annotated[
+        Mapping[str, Annotated[float, Field(ge=0, le=1)]], *_FROZEN
+    ] = Field(default_factory=lambda: MappingProxyType({}))
+    redistribute: bool = True
+
+
+class ProcessRule(_Frozen):
+    """Per-process rules (DESIGN §3.1)."""
+
+    checkpoint_messages: bool = True
+    share_context: bool = True
+    query: Literal["runtime", "checkpoint"] = "checkpoint"
+    include: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ()
+    description: str | None = None
+
+
+def _seed_processes() -> Mapping[str, ProcessRule]:
+    blocks_mr = ("framework__context", "experience__context", "knowledge__context")
+    shared = ProcessRule()
+    return MappingProxyType(
+        {
+            "react": shared,
+            "sequential": shared,
+            "dynamic": shared,
+            "hierarchical": shared,
+            "mapreduce_planner": ProcessRule(
+                checkpoint_messages=False, share_context=False, query="runtime", include=blocks_mr
+            ),
+            "mapreduce_worker": ProcessRule(
+                checkpoint_messages=False,
+                share_context=False,
+                query="runtime",
+                include=("framework__context", "knowledge__context"),
+            ),
+            "mapreduce_reducer": ProcessRule(
+                checkpoint_messages=False, share_context=False, query="runtime", include=blocks_mr
+            ),
+        }
+    )
+
+
+class Policy(_Frozen):
+    """A validated, fully resolved, immutable context policy.
+
+    Build one with `ctxpolicy.load_policy` (which validates the file and resolves
+    ``extends`` and the environment); constructing it directly checks structure only.
+    """
+
+    version: Literal[1]
+    name: Annotated[str, Field(pattern=POLICY_NAME_PATTERN, max_length=128)]
+    description: str | None = None
+    extends: str | tuple[str, ...] | None = None
+    enable_share_context: bool = True
+    model: ModelSpec = Field(default_factory=ModelSpec)
+    budget: BudgetSpec = Field(default_factory=BudgetSpec)
+    order: tuple[str, ...] = DEFAULT_ORDER
+    vars: Annotated[Mapping[str, Any], *_FROZEN] = Field(
+        default_factory=lambda: MappingProxyType({})
+    )
+    layers: Annotated[Mapping[str, LayerSpec], *_FROZEN] = Field(
+        default_factory=lambda: MappingProxyType({})
+    )
+    processes: Annotated[Mapping[str, ProcessRule], *_FROZEN] = Field(
+        default_factory=_seed_processes
+    )
+    default_process: Annotated[str, Field(pattern=PROCESS_NAME_PATTERN)] = "react"
+
+    _source: Path | None = PrivateAttr(default=None)
+    _base_dirs: Mapping[str, Path] = PrivateAttr(default_factory=dict)
+
+    @field_validator("layers")
+    @classmethod
+    def _layer_names_and_overflow(cls, value: Mapping[str, LayerSpec]) -> Mapping[str, LayerSpec]:
+        for name, spec in value.items():
+            try:
+                kind = layer_kind(name)
+            except ValueError as exc:
+                raise ValueError(str(exc)) from None
+            if spec.overflow is not None and spec.overflow not in _OVERFLOW_BY_KIND[kind]:
+                raise ValueError(
+                    f"layers.{name}.overflow: {spec.overflow!r} is not one of "
+                    f"{', '.join(_OVERFLOW_BY_KIND[kind])}"
+                )
+            if kind != "block" and spec.collector is not None:
+                raise ValueError(f"layers.{name}: only __context block layers take a collector")
+        return value
+
+    @field_validator("processes")
+    @classmethod
+    def _process_names(cls, value: Mapping[str, ProcessRule]) -> Mapping[str, ProcessRule]:
+        import re
+
+        for name in value:
+            if not re.match(PROCESS_NAME_PATTERN, name):
+                raise ValueError(f"process name {name!r} must match {PROCESS_NAME_PATTERN}")
+        return value
+
+    # ---------------------------------------------------------------- derived views
+
+    @property
+    def source(self) -> Path | None:
+        """The file this policy was loaded from (None when built in code)."""
+        return self._source
+
+    @property
+    def block_layers(self) -> tuple[str, ...]:
+        """The ``__context`` layers in policy order."""
+        return tuple(name for name in self.order if is_block_layer(name))
+
+    @property
+    def available_tokens(self) -> int:
+        """``context_window × (1 − output_reserve)``, rounded down."""
+        return int(self.model.context_window * (1 - self.budget.output_reserve))
+
+    def layer(self, name: str) -> ResolvedLayer:
+        """The layer ``name`` with the defaults of its kind filled in.
+
+        Raises:
+            ValueError: ``name`` is not a layer name.
+        """
+        kind = layer_kind(name)
+        spec = self.layers.get(name, LayerSpec())
+        default_persist = name in PERSISTED_BY_DEFAULT or kind == "history"
+        default_role: Role = "human" if kind == "query" else "system"
+        return ResolvedLayer(
+            name=name,
+            kind=kind,
+            shared=(kind == "block") if spec.shared is None else spec.shared,
+            persist=default_persist if spec.persist is None else spec.persist,
+            role=default_role if spec.role is None else spec.role,
+            overflow=_DEFAULT_OVERFLOW[kind] if spec.overflow is None else spec.overflow,
+            collector=spec.collector,
+        )
+
+    def layer_base_dir(self, name: str) -> Path | None:
+        """Folder of the policy file that declared layer ``name``'s collector.
+
+        Relative ``template_file`` and ``files`` roots resolve against it (a layer
+        inherited through ``extends`` resolves against the parent's folder).
+        """
+        found = self._base_dirs.get(name)
+        if found is not None:
+            return found
+        return self._source.parent if self._source is not None else None
+
+    def process(self, name: str) -> ProcessRule:
+        """The rule of process ``name``.
+
+        Raises:
+            UnknownProcessError: the policy does not declare ``name``.
+        """
+        try:
+            return self.processes[name]
+        except KeyError:
+            from ctxpolicy.errors import UnknownProcessError
+
+            raise UnknownProcessError(name, tuple(self.processes)) from None
+
+    def ratio(self, layer: str) -> float:
+        """The budget ratio of ``layer`` (0 when the policy gives none)."""
+        return self.budget.ratios.get(layer, 0.0)
+
+    def with_share_context(self, enabled: bool) -> Policy:
+        """A copy with the central ``enable_share_context`` switch set."""
+        copy = self.model_copy(update={"enable_share_context": enabled})
+        copy._source = self._source
+        copy._base_dirs = self._base_dirs
+        return copy
+
+    def to_data(self) -> dict[str, Any]:
+        """The effective policy as plain data (what ``ctxpolicy show`` prints)."""
+        return self.model_dump(mode="json", exclude_none=True)
+
+
+__all__ = [
+    "CHECKPOINT_MESSAGES",
+    "COLLECTOR_TYPES",
+    "MAX_EXTENDS_DEPTH",
+    "QUERY",
+    "SYSTEM_PROMPT",
+    "BudgetSpec",
+    "CallableCollectorSpec",
+    "CollectorSpec",
+    "FilesCollectorSpec",
+    "LayerSpec",
+    "MemoryCollectorSpec",
+    "ModelSpec",
+    "Policy",
+    "ProcessRule",
+    "ResolvedLayer",
+    "RetrieverCollectorSpec",
+    "StateCollectorSpec",
+    "TemplateCollectorSpec",
+    "ToolsCollectorSpec",
+    "allowed_overflows",
+]
