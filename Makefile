@@ -4,12 +4,12 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck bench clean
+.PHONY: demo test lint typecheck bench clean system-deps
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev,langgraph]'
+	$(BIN)/python -m pip install --quiet -e '.[dev,langgraph,postgres]'
 	touch $(STAMP)
 
 demo: $(STAMP)
@@ -20,7 +20,10 @@ lint: $(STAMP)
 	$(BIN)/ruff check ctxpolicy tests examples benchmarks
 	$(BIN)/mypy
 
-test: $(STAMP) lint
+system-deps:
+	@bash tools/system-deps.sh
+
+test: $(STAMP) system-deps lint
 	$(BIN)/python -m pytest -q
 
 bench: $(STAMP)

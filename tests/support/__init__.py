@@ -1,0 +1,1 @@
+"""Test support code shared by several test folders (not a test module)."""
