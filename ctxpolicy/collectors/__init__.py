@@ -1,8 +1,8 @@
 """Collectors gather the text of ``__context`` layers (the only I/O of the engine)."""
 
 from ctxpolicy.collectors.base import (
-    CollectRequest,
     Collector,
+    CollectRequest,
     get_collector,
     register_collector,
 )

@@ -54,9 +54,15 @@ class CollectRequest:
 
 
 class Collector(Protocol):
-    """A collector: ``(request) -> str | None``, sync or async."""
+    """A collector: ``(request) -> str | None``, sync or async.
 
-    def __call__(self, request: CollectRequest, /) -> str | None | Awaitable[str | None]: ...
+    A collector object may also define ``async acollect(request)``; under
+    ``PolicyEngine.acompose`` the runner prefers it (the built-in retriever and
+    callable collectors do, so an async retriever is awaited, not run in a thread).
+    ``request.state`` arrives as a read-only mapping view.
+    """
+
+    def __call__(self, request: CollectRequest, /) -> Awaitable[str | None] | str | None: ...
 
 
 _BUILTINS: dict[str, str] = {
@@ -97,4 +103,4 @@ def get_collector(type_name: str) -> Collector:
     return collector
 
 
-CollectorFunc = Callable[[CollectRequest], "str | None | Awaitable[str | None]"]
+CollectorFunc = Callable[[CollectRequest], "Awaitable[str | None] | str | None"]

@@ -1,0 +1,337 @@
+"""Keep the newest messages that fit in 8,000 tokens: ctxpolicy beside its peers.
+
+Same seeded history for every contender (see ``workload.py``), exact cl100k_base counts
+everywhere, cases interleaved within each repetition, medians reported:
+
+- ``floor``: one ``encode_ordinary`` pass over the whole history (what any trimmer that
+  counts every message pays at least once);
+- ``trim_messages``: langchain-core ``trim_messages(strategy="last", start_on="human")``
+  with an exact tiktoken counter (its documented usage; it caches nothing);
+- ``fit_cold``: ``ctxpolicy.history.fit_history`` with empty token caches;
+- ``fit_warm``: the next turn (2 new messages appended) with the caches of this turn;
+- ``encode_kept`` / ``encode_new``: encoding only the kept messages plus the one before
+  them / only the 2 new ones: the references the targets of issue 8 are stated against.
+
+LlamaIndex (``ChatMemoryBuffer``) and Priompt are not installed here and are skipped.
+
+Run through ``benchmarks/run.py`` (``make bench``); ``run(quick=...)`` returns a dict.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from langchain_core.messages import BaseMessage, trim_messages
+from workload import make_history, make_next_turn
+
+from ctxpolicy.history import fit_history
+from ctxpolicy.tokens import MESSAGE_OVERHEAD, Tokenizer, get_tokenizer
+
+MAX_TOKENS = 8_000
+SKIPPED = {
+    "llamaindex": "llama-index is not installed in this environment (ChatMemoryBuffer skipped)",
+    "priompt": "Priompt is a TypeScript library; not run from Python (skipped)",
+}
+
+
+def _uncached_counter(tok: Tokenizer) -> Callable[[BaseMessage], int]:
+    """The same per-message count as ``Tokenizer.count_message``, without any cache."""
+    encode = tok._encoding.encode_ordinary
+
+    def count(message: BaseMessage) -> int:
+        content = message.content
+        n = MESSAGE_OVERHEAD + len(encode(content if isinstance(content, str) else str(content)))
+        if message.name:
+            n += len(encode(message.name))
+        for call in getattr(message, "tool_calls", None) or ():
+            n += len(encode(call["name"]))
+            n += len(encode(json.dumps(call["args"], ensure_ascii=False)))
+        return n
+
+    return count
+
+
+def _timed(fn: Callable[[], Any]) -> tuple[float, Any]:
+    """Milliseconds of one call, garbage collector off (as ``timeit`` does) for every case."""
+    gc.disable()
+    try:
+        start = time.perf_counter_ns()
+        value = fn()
+        return (time.perf_counter_ns() - start) / 1e6, value
+    finally:
+        gc.enable()
+
+
+def _encode_all(tok: Tokenizer, messages: list[BaseMessage]) -> int:
+    counter = _uncached_counter(tok)
+    return sum(counter(m) for m in messages)
+
+
+def _peak_kib(fn: Callable[[], Any]) -> float:
+    """Peak Python memory allocated while ``fn`` runs (tracemalloc; a separate, untimed run)."""
+    import tracemalloc
+
+    gc.collect()
+    tracemalloc.start()
+    try:
+        fn()
+        return tracemalloc.get_traced_memory()[1] / 1024
+    finally:
+        tracemalloc.stop()
+
+
+def _paired(samples: dict[str, list[float]], top: str, bottom: str) -> float:
+    return statistics.median(a / b for a, b in zip(samples[top], samples[bottom], strict=True))
+
+
+def _paired_difference(samples: dict[str, list[float]], top: str, bottom: str) -> float:
+    return statistics.median(a - b for a, b in zip(samples[top], samples[bottom], strict=True))
+
+
+def bench_size(n: int, *, repeats: int, tok: Tokenizer) -> dict[str, Any]:
+    """Median milliseconds of every case at history length ``n``."""
+    history = make_history(n)
+    exact = _uncached_counter(tok)
+
+    def run_trim() -> list[BaseMessage]:
+        return trim_messages(
+            history,
+            max_tokens=MAX_TOKENS,
+            token_counter=lambda msgs: sum(exact(m) for m in msgs),
+            strategy="last",
+            start_on="human",
+            include_system=False,
+            allow_partial=False,
+        )
+
+    samples: dict[str, list[float]] = {
+        k: []
+        for k in ("floor", "trim_messages", "fit_cold", "fit_warm", "encode_kept", "encode_new")
+    }
+    kept_len = 0
+    for rep in range(repeats):
+        gc.collect()
+        ms, _ = _timed(lambda: _encode_all(tok, history))
+        samples["floor"].append(ms)
+
+        ms, trimmed = _timed(run_trim)
+        samples["trim_messages"].append(ms)
+
+        cold = tok.fresh()  # shares the loaded encoding, empty caches
+        ms, fit = _timed(
+            lambda cold=cold: fit_history(history, max_tokens=MAX_TOKENS, count=cold.count_message)
+        )
+        samples["fit_cold"].append(ms)
+        if [id(m) for m in fit.kept] != [id(m) for m in trimmed]:
+            raise AssertionError(f"N={n}: fit_history and trim_messages kept different messages")
+        kept = list(fit.kept)
+        kept_len = len(kept)
+        # the reference of issue 8: encoding what is kept plus the one message before it
+        kept_plus_one = kept + list(fit.dropped[-1:])
+
+        ms, _ = _timed(lambda kept_plus_one=kept_plus_one: _encode_all(tok, kept_plus_one))
+        samples["encode_kept"].append(ms)
+
+        new = make_next_turn(n, turn=rep)
+        next_history = history + new  # the application appends; not part of composing
+
+        def warm(cold: Tokenizer = cold, nh: list[BaseMessage] = next_history) -> Any:
+            return fit_history(nh, max_tokens=MAX_TOKENS, count=cold.count_message)
+
+        def encode_new(new: list[BaseMessage] = new) -> int:
+            # the same 2 messages, encoded without any cache (tiktoken keeps none either)
+            return _encode_all(tok, new)
+
+        # alternate which of the two touches the new messages first
+        order = [("fit_warm", warm), ("encode_new", encode_new)]
+        for key, fn in order if rep % 2 == 0 else reversed(order):
+            ms, value = _timed(fn)
+            samples[key].append(ms)
+            if key == "fit_warm" and value.kept[-2:] != tuple(new):
+                raise AssertionError("the next turn did not keep the new messages")
+
+    medians = {k: statistics.median(v) for k, v in samples.items()}
+    return {
+        "n": n,
+        "repeats": repeats,
+        "kept_messages": kept_len,
+        "fit_cold_peak_kib": _peak_kib(
+            lambda: fit_history(history, max_tokens=MAX_TOKENS, count=tok.fresh().count_message)
+        ),
+        "median_ms": medians,
+        # median of the per-repetition ratios (paired: robust to load drifting between reps)
+        "ratios": {
+            "trim_messages_over_fit_cold": _paired(samples, "trim_messages", "fit_cold"),
+            "floor_over_fit_cold": _paired(samples, "floor", "fit_cold"),
+            "fit_cold_over_encode_kept": _paired(samples, "fit_cold", "encode_kept"),
+            "fit_warm_over_encode_new": _paired(samples, "fit_warm", "encode_new"),
+        },
+        "warm_overhead_us": 1000 * _paired_difference(samples, "fit_warm", "encode_new"),
+    }
+
+
+def bench_import(*, repeats: int) -> dict[str, Any]:
+    """Wall time of ``python -c "import ctxpolicy"`` against bare ``python -c pass``."""
+    root = Path(__file__).resolve().parents[1]
+    cases = {"bare_python": "pass", "import_ctxpolicy": "import ctxpolicy"}
+    samples: dict[str, list[float]] = {k: [] for k in cases}
+    for _ in range(repeats):
+        for name, code in cases.items():
+            start = time.perf_counter_ns()
+            subprocess.run([sys.executable, "-c", code], check=True, cwd=root)
+            samples[name].append((time.perf_counter_ns() - start) / 1e6)
+    medians = {k: statistics.median(v) for k, v in samples.items()}
+    return {
+        "repeats": repeats,
+        "median_ms": medians,
+        "added_ms": medians["import_ctxpolicy"] - medians["bare_python"],
+    }
+
+
+ENGINE_POLICY: dict[str, Any] = {
+    # the history layer's cap is exactly MAX_TOKENS: 10,000 x 0.8
+    "version": 1,
+    "name": "bench-compose",
+    "model": {"context_window": 10_000, "tokenizer": "cl100k_base"},
+    "budget": {
+        "output_reserve": 0.0,
+        "ratios": {"system_prompt": 0.1, "checkpoint_messages": 0.8, "query": 0.1},
+        "redistribute": False,
+    },
+    "order": ["system_prompt", "checkpoint_messages", "query"],
+    "layers": {"checkpoint_messages": {"overflow": "drop_oldest"}},
+    "processes": {
+        "react": {"checkpoint_messages": True, "share_context": False, "query": "checkpoint"}
+    },
+    "default_process": "react",
+}
+
+
+def bench_engine(n: int, *, repeats: int, tok: Tokenizer) -> dict[str, Any]:
+    """End-to-end ``PolicyEngine.compose`` (public API) on the same history, cold and warm.
+
+    Cold clears the process-wide tokenizer caches first; warm composes the next turn
+    (2 new messages) right after composing this one.
+    """
+    from ctxpolicy.engine import PolicyEngine
+    from ctxpolicy.policy import Policy
+
+    engine = PolicyEngine(Policy.model_validate(ENGINE_POLICY))
+    shared = get_tokenizer("cl100k_base")
+    history = make_history(n)
+    system_prompt = "You are a careful data engineer."
+    samples: dict[str, list[float]] = {"compose_cold": [], "compose_warm": [], "encode_new": []}
+    for rep in range(repeats):
+        gc.collect()
+        shared.clear_cache()
+        ms, _ = _timed(
+            lambda: engine.compose(system_prompt=system_prompt, checkpoint_messages=history)
+        )
+        samples["compose_cold"].append(ms)
+        new = make_next_turn(n, turn=20_000 + rep)
+        next_history = history + new
+        ms, _ = _timed(
+            lambda nh=next_history: engine.compose(
+                system_prompt=system_prompt, checkpoint_messages=nh
+            )
+        )
+        samples["compose_warm"].append(ms)
+        ms, _ = _timed(lambda new=new: _encode_all(tok, new))
+        samples["encode_new"].append(ms)
+    medians = {k: statistics.median(v) for k, v in samples.items()}
+    return {
+        "n": n,
+        "repeats": repeats,
+        "median_ms": medians,
+        "ratios": {"compose_warm_over_encode_new": _paired(samples, "compose_warm", "encode_new")},
+    }
+
+
+def run(*, quick: bool = False) -> dict[str, Any]:
+    """Run every case; ``quick`` for a smoke run (fewer repetitions, N up to 1,000)."""
+    tok = get_tokenizer("cl100k_base")
+    plan = [(100, 5), (1_000, 3)] if quick else [(100, 41), (1_000, 21), (10_000, 7)]
+    sizes = [bench_size(n, repeats=r, tok=tok) for n, r in plan]
+    engine: list[dict[str, Any]] | str
+    try:
+        engine = [bench_engine(n, repeats=r, tok=tok) for n, r in plan]
+    except Exception as exc:  # the engine is another module's work: report, do not hide
+        engine = f"engine compose case failed: {type(exc).__name__}: {str(exc).splitlines()[0]}"
+    return {
+        "name": "compose",
+        "max_tokens": MAX_TOKENS,
+        "tokenizer": tok.name,
+        "sizes": sizes,
+        "engine": engine,
+        "import": bench_import(repeats=3 if quick else 11),
+        "skipped": SKIPPED,
+    }
+
+
+def table(result: dict[str, Any]) -> str:
+    """Markdown table of a `run` result."""
+    lines = [
+        (
+            f"Keep the newest messages that fit in {result['max_tokens']} tokens "
+            f"({result['tokenizer']}), median ms:"
+        ),
+        "",
+        (
+            "| N | kept | floor (encode all) | trim_messages | ctxpolicy cold "
+            "| ctxpolicy next turn | encode kept | encode 2 new | trim/cold "
+            "| cold/encode kept | warm/encode new | warm - encode new | cold peak memory |"
+        ),
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for size in result["sizes"]:
+        m, r = size["median_ms"], size["ratios"]
+        lines.append(
+            f"| {size['n']:,} | {size['kept_messages']} | {m['floor']:.2f} "
+            f"| {m['trim_messages']:.2f} "
+            f"| {m['fit_cold']:.3f} | {m['fit_warm']:.3f} | {m['encode_kept']:.3f} "
+            f"| {m['encode_new']:.3f} | {r['trim_messages_over_fit_cold']:.0f}x "
+            f"| {r['fit_cold_over_encode_kept']:.2f} | {r['fit_warm_over_encode_new']:.2f} "
+            f"| {size['warm_overhead_us']:.0f} us | {size['fit_cold_peak_kib']:.0f} KiB |"
+        )
+    engine = result.get("engine")
+    if isinstance(engine, str):
+        lines += ["", f"PolicyEngine.compose: {engine}"]
+    elif engine:
+        lines += [
+            "",
+            "End to end, `PolicyEngine.compose` (system prompt + history + query), median ms:",
+            "",
+            "| N | compose cold | compose next turn | encode 2 new | warm/encode new |",
+            "|---:|---:|---:|---:|---:|",
+        ]
+        for size in engine:
+            m = size["median_ms"]
+            lines.append(
+                f"| {size['n']:,} | {m['compose_cold']:.2f} | {m['compose_warm']:.3f} "
+                f"| {m['encode_new']:.3f} | {size['ratios']['compose_warm_over_encode_new']:.2f} |"
+            )
+    imp = result["import"]
+    lines += [
+        "",
+        (
+            f"`import ctxpolicy`: +{imp['added_ms']:.1f} ms over bare Python "
+            f"({imp['median_ms']['import_ctxpolicy']:.1f} vs "
+            f"{imp['median_ms']['bare_python']:.1f} ms)."
+        ),
+    ]
+    lines += [f"Skipped: {name}: {why}." for name, why in result["skipped"].items()]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    print(table(run(quick="--quick" in sys.argv)))
