@@ -1,0 +1,674 @@
+"""`PolicyEngine`: plan → collect → budget → compose, for one policy (DESIGN §4).
+
+The engine holds only immutable data (the policy, default services, one `LayerPlan`
+per process computed up front), so one engine can serve many threads and tasks. Each
+call: check the query path and ``contexts=`` → run the collectors of the process's
+block layers (concurrently under `acompose`) → compose with the pure
+`ctxpolicy.compose.compose_layers` → when the history overflow is ``summarize``, call the
+``summarizer`` service on the dropped prefix and the previous ``compression__context``,
+and compose again with the new summary.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any
+
+from ctxpolicy.collectors.base import CollectRequest
+from ctxpolicy.compose import (
+    Composition,
+    SummarizeRequest,
+    check_contexts,
+    check_query_path,
+    compose_layers,
+    message_factory,
+)
+from ctxpolicy.errors import CollectorError
+from ctxpolicy.layers import CHECKPOINT_MESSAGES, COMPRESSION
+from ctxpolicy.plan import LayerPlan, plan_layers
+from ctxpolicy.report import ComposeReport, LayerCut, LayerSource, SkippedCollector
+
+if TYPE_CHECKING:
+    from langchain_core.messages import BaseMessage
+
+    from ctxpolicy.collectors.run import CollectOutcome
+    from ctxpolicy.policy import Policy
+
+#: Summaries made per call at most; later overflow falls back to ``drop_oldest``.
+MAX_SUMMARY_PASSES = 3
+#: The service name of the history summarizer.
+SUMMARIZER_SERVICE = "summarizer"
+
+SUMMARY_INSTRUCTIONS = (
+    "You maintain the running summary of a conversation between a user, an AI agent and "
+    "its tools. Merge the previous summary with the older messages below into one concise "
+    "summary that keeps every fact, decision, open task, identifier and tool result the "
+    "agent may still need. Reply with the summary text only."
+)
+
+
+@dataclass(frozen=True, slots=True)
+class ComposeResult:
+    """The result of one `PolicyEngine.compose` call.
+
+    Attributes:
+        messages: The model's input messages, in policy order.
+        report: Per layer: included or not and why, tokens, cap, cuts.
+        persist: ``{layer: text}`` for ``persist: true`` layers whose value this call
+            produced (e.g. a new ``compression__context`` summary); never a runtime-only
+            layer, never a value merely read back from state.
+        compacted_history: When a ``summarize`` overflow folded an old prefix into
+            ``compression__context``: the history the state should now hold
+            (``memory.replace(...)``); None otherwise.
+    """
+
+    messages: list[BaseMessage]
+    report: ComposeReport
+    persist: dict[str, str]
+    compacted_history: tuple[BaseMessage, ...] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class _Call:
+    """Everything one compose call needs after validation (immutable)."""
+
+    plan: LayerPlan
+    system_prompt: str
+    state: Mapping[str, Any]
+    history: tuple[BaseMessage, ...]
+    query: str | None
+    overrides: Mapping[str, str | None]
+    requests: tuple[CollectRequest, ...]
+    services: Mapping[str, Any]
+
+
+def _as_messages(value: Any, *, argument: str) -> tuple[BaseMessage, ...]:
+    from langchain_core.messages import BaseMessage, convert_to_messages
+
+    if value is None:
+        return ()
+    if isinstance(value, str | bytes) or not isinstance(value, Sequence):
+        raise TypeError(f"{argument} must be a sequence of messages, got {type(value).__name__}")
+    if all(isinstance(m, BaseMessage) for m in value):
+        return tuple(value)
+    try:
+        return tuple(convert_to_messages(list(value)))
+    except Exception as exc:  # langchain raises ValueError/NotImplementedError/KeyError
+        raise ValueError(f"{argument}: not a list of messages: {exc}") from exc
+
+
+def _text_of(message: BaseMessage) -> str:
+    content = message.content
+    if isinstance(content, str):
+        return content
+    parts = [
+        p if isinstance(p, str) else str(p.get("text", ""))
+        for p in content
+        if isinstance(p, str) or p.get("type") == "text"
+    ]
+    return "".join(parts)
+
+
+def _transcript(messages: Sequence[BaseMessage]) -> str:
+    lines: list[str] = []
+    for message in messages:
+        line = f"{message.type}: {_text_of(message)}"
+        for call in getattr(message, "tool_calls", None) or ():
+            line += f"\n  tool call {call.get('name')}({call.get('args')})"
+        lines.append(line)
+    return "\n".join(lines)
+
+
+def summary_prompt(
+    dropped: Sequence[BaseMessage], previous_summary: str | None
+) -> list[BaseMessage]:
+    """The messages sent to a chat-model summarizer."""
+    from langchain_core.messages import HumanMessage, SystemMessage
+
+    body = (
+        f"Previous summary:\n{previous_summary or '(none)'}\n\n"
+        f"Older messages to fold in:\n{_transcript(dropped)}"
+    )
+    return [SystemMessage(SUMMARY_INSTRUCTIONS), HumanMessage(body)]
+
+
+def _is_runnable(value: Any) -> bool:
+    from langchain_core.runnables import Runnable
+
+    return isinstance(value, Runnable)
+
+
+def _summary_text(value: Any) -> str:
+    text = _text_of(value) if hasattr(value, "content") else value
+    if not isinstance(text, str) or not text.strip():
+        raise CollectorError(
+            COMPRESSION, f"the summarizer returned {type(value).__name__}, not a non-empty text"
+        )
+    return text
+
+
+def _summarizer(services: Mapping[str, Any]) -> Any:
+    found = services.get(SUMMARIZER_SERVICE)
+    if found is None:
+        raise CollectorError(
+            COMPRESSION,
+            "checkpoint_messages overflow 'summarize' needs a 'summarizer' service (a chat "
+            "model, or a callable (messages, previous_summary) -> str)",
+        )
+    return found
+
+
+def summarize_history(
+    summarizer: Any, dropped: Sequence[BaseMessage], previous_summary: str | None
+) -> str:
+    """Call ``summarizer`` (chat model or callable) on ``dropped`` and the old summary.
+
+    Raises:
+        CollectorError: the summarizer failed or returned no text.
+    """
+    try:
+        if _is_runnable(summarizer):
+            value = summarizer.invoke(summary_prompt(dropped, previous_summary))
+        else:
+            value = summarizer(tuple(dropped), previous_summary)
+            if inspect.isawaitable(value):
+                from ctxpolicy.collectors.run import _run_awaitable
+
+                value = _run_awaitable(value)
+    except CollectorError:
+        raise
+    except Exception as exc:
+        raise CollectorError(COMPRESSION, f"summarizer failed: {exc!r}") from exc
+    return _summary_text(value)
+
+
+async def asummarize_history(
+    summarizer: Any, dropped: Sequence[BaseMessage], previous_summary: str | None
+) -> str:
+    """Async `summarize_history` (``ainvoke`` for chat models; awaits coroutines)."""
+    try:
+        if _is_runnable(summarizer):
+            value = await summarizer.ainvoke(summary_prompt(dropped, previous_summary))
+        else:
+            value = summarizer(tuple(dropped), previous_summary)
+            if inspect.isawaitable(value):
+                value = await value
+    except CollectorError:
+        raise
+    except Exception as exc:
+        raise CollectorError(COMPRESSION, f"summarizer failed: {exc!r}") from exc
+    return _summary_text(value)
+
+
+class PolicyEngine:
+    """Composes the input messages of every LLM call from one policy.
+
+    Args:
+        policy: A validated `Policy` (e.g. from `ctxpolicy.load_policy`).
+        services: Runtime services by name (retrievers, ``summarizer``, memory, ...);
+            a call's ``services=`` adds to and overrides them.
+
+    The engine is immutable after construction and safe to share across threads.
+    """
+
+    __slots__ = ("_plans", "_policy", "_services")
+
+    def __init__(self, policy: Policy, *, services: Mapping[str, Any] | None = None) -> None:
+        from ctxpolicy.policy import Policy
+
+        if not isinstance(policy, Policy):
+            raise TypeError(f"policy must be a ctxpolicy.Policy, got {type(policy).__name__}")
+        self._policy = policy
+        self._services: Mapping[str, Any] = MappingProxyType(dict(services or {}))
+        self._plans: Mapping[str, LayerPlan] = MappingProxyType(
+            {name: plan_layers(policy, name) for name in policy.processes}
+        )
+
+    @classmethod
+    def from_file(
+        cls,
+        path: str | Path,
+        *,
+        enable_share_context: bool | None = None,
+        services: Mapping[str, Any] | None = None,
+    ) -> PolicyEngine:
+        """Load, validate and resolve a policy file, and build an engine on it.
+
+        Raises:
+            PolicyValidationError: the file is invalid (holds every issue).
+        """
+        from ctxpolicy.loading import load_policy
+
+        policy = load_policy(path, enable_share_context=enable_share_context)
+        return cls(policy, services=services)
+
+    @property
+    def policy(self) -> Policy:
+        """The effective policy."""
+        return self._policy
+
+    @property
+    def services(self) -> Mapping[str, Any]:
+        """The default services (read-only)."""
+        return self._services
+
+    def plan(self, process: str | None = None) -> LayerPlan:
+        """The `LayerPlan` of ``process`` (default: the policy's ``default_process``).
+
+        Raises:
+            UnknownProcessError: the policy does not declare ``process``.
+        """
+        name = self._policy.default_process if process is None else process
+        found = self._plans.get(name)
+        if found is None:
+            self._policy.process(name)  # raises UnknownProcessError
+            return plan_layers(self._policy, name)  # pragma: no cover - process exists
+        return found
+
+    # ------------------------------------------------------------------ preparation
+
+    def _merged_services(self, services: Mapping[str, Any] | None) -> Mapping[str, Any]:
+        if not services:
+            return self._services
+        return MappingProxyType({**self._services, **services})
+
+    def _requests(
+        self,
+        plan: LayerPlan,
+        *,
+        state: Mapping[str, Any],
+        query: str | None,
+        services: Mapping[str, Any],
+        skip: Mapping[str, Any],
+    ) -> tuple[CollectRequest, ...]:
+        from ctxpolicy.tokens import get_tokenizer
+
+        tok = get_tokenizer(plan.tokenizer)
+        view = MappingProxyType(state) if isinstance(state, dict) else state
+        requests: list[CollectRequest] = []
+        for layer in plan.layers:
+            if layer.kind != "block" or layer.collector is None or layer.name in skip:
+                continue
+            overhead = tok.count_message(message_factory(layer.role)(""))
+            requests.append(
+                CollectRequest(
+                    layer=layer.name,
+                    spec=layer.collector,
+                    policy=self._policy,
+                    process=plan.process,
+                    state=view,
+                    query=query,
+                    services=services,
+                    cap_tokens=max(0, layer.cap - overhead),
+                    count_tokens=tok.count,
+                    base_dir=self._policy.layer_base_dir(layer.name),
+                    vars=self._policy.vars,
+                )
+            )
+        return tuple(requests)
+
+    def _prepare(
+        self,
+        *,
+        process: str | None,
+        system_prompt: str,
+        state: Mapping[str, Any] | None,
+        query: str | None,
+        contexts: Mapping[str, str | None] | None,
+        checkpoint_messages: Sequence[Any] | None,
+        services: Mapping[str, Any] | None,
+    ) -> _Call:
+        plan = self.plan(process)
+        if state is None:
+            state = {}
+        if not isinstance(state, Mapping):
+            raise TypeError(f"state must be a mapping, got {type(state).__name__}")
+        if query is not None and not isinstance(query, str):
+            raise TypeError(f"query must be a str or None, got {type(query).__name__}")
+        overrides = check_contexts(plan, contexts)
+        if plan.includes(CHECKPOINT_MESSAGES):
+            if checkpoint_messages is not None:
+                history = _as_messages(checkpoint_messages, argument="checkpoint_messages")
+            else:
+                history = _as_messages(state.get("messages"), argument="state['messages']")
+        else:
+            history = ()
+        input_message = check_query_path(plan, query, history)
+        effective_query = query if input_message is None else _text_of(input_message)
+        merged = self._merged_services(services)
+        requests = self._requests(
+            plan, state=state, query=effective_query, services=merged, skip=overrides
+        )
+        return _Call(
+            plan=plan,
+            system_prompt=system_prompt,
+            state=state,
+            history=history,
+            query=query,
+            overrides=overrides,
+            requests=requests,
+            services=merged,
+        )
+
+    # ------------------------------------------------------------------ collection
+
+    def _collected(
+        self, call: _Call, outcomes: Sequence[CollectOutcome]
+    ) -> tuple[dict[str, str | None], dict[str, LayerSource], list[SkippedCollector]]:
+        values: dict[str, str | None] = {}
+        sources: dict[str, LayerSource] = {}
+        skipped: list[SkippedCollector] = []
+        for outcome in outcomes:
+            if outcome.error is not None:
+                skipped.append(SkippedCollector(outcome.layer, outcome.collector, outcome.error))
+                continue
+            values[outcome.layer] = outcome.text
+            if outcome.text:
+                sources[outcome.layer] = "collector"
+        for key, value in call.overrides.items():
+            values[key] = value
+            sources[key] = "contexts"
+        return values, sources, skipped
+
+    def collect(
+        self,
+        *,
+        process: str | None = None,
+        state: Mapping[str, Any] | None = None,
+        query: str | None = None,
+        services: Mapping[str, Any] | None = None,
+    ) -> dict[str, str]:
+        """Run the collectors of ``process``'s block layers.
+
+        Returns:
+            ``{layer: text}`` for every layer whose collector produced text (keys end
+            in ``__context``). Collectors skipped with ``on_error: skip`` are absent.
+
+        Raises:
+            CollectorError: a collector failed with ``on_error: fail``.
+        """
+        from ctxpolicy.collectors.run import run_collectors
+
+        plan = self.plan(process)
+        state = {} if state is None else state
+        if query is None and plan.query_path == "checkpoint":
+            history = _as_messages(state.get("messages"), argument="state['messages']")
+            last = next((m for m in reversed(history) if m.type == "human"), None)
+            query = None if last is None else _text_of(last)
+        requests = self._requests(
+            plan, state=state, query=query, services=self._merged_services(services), skip={}
+        )
+        return {o.layer: o.text for o in run_collectors(requests) if o.text}
+
+    # ------------------------------------------------------------------ composition
+
+    def _pass(
+        self,
+        call: _Call,
+        *,
+        history: Sequence[BaseMessage],
+        values: Mapping[str, str | None],
+        sources: Mapping[str, LayerSource],
+        skipped: Sequence[SkippedCollector],
+        request_summary: bool,
+        notes: Mapping[str, Sequence[str]] | None = None,
+    ) -> Composition:
+        return compose_layers(
+            call.plan,
+            system_prompt=call.system_prompt,
+            checkpoint_messages=history,
+            contexts=values,
+            query=call.query,
+            sources=sources,
+            skipped=skipped,
+            notes=notes,
+            request_summary=request_summary,
+        )
+
+    def _can_summarize(self, plan: LayerPlan) -> tuple[bool, str | None]:
+        history = plan.get(CHECKPOINT_MESSAGES)
+        if history is None or history.overflow != "summarize":
+            return False, None
+        if not plan.includes(COMPRESSION):
+            return False, (
+                f"checkpoint_messages overflow 'summarize' but process {plan.process} does "
+                f"not include {COMPRESSION}: fell back to drop_oldest"
+            )
+        return True, None
+
+    def _result(
+        self,
+        call: _Call,
+        final: Composition,
+        *,
+        values: Mapping[str, str | None],
+        sources: Mapping[str, LayerSource],
+        summary: str | None,
+        summary_cuts: Sequence[LayerCut],
+        compacted: tuple[BaseMessage, ...] | None,
+        warning: str | None,
+    ) -> ComposeResult:
+        report = final.report
+        if summary is not None or warning is not None:
+            layers = tuple(
+                dataclasses.replace(layer, cuts=(*summary_cuts, *layer.cuts))
+                if layer.name == CHECKPOINT_MESSAGES
+                else layer
+                for layer in report.layers
+            )
+            warnings = (*report.warnings, warning) if warning else report.warnings
+            report = dataclasses.replace(
+                report,
+                layers=layers,
+                warnings=warnings,
+                summarized=report.summarized or summary is not None,
+            )
+        persist: dict[str, str] = {}
+        for layer in call.plan.layers:
+            if layer.kind != "block" or not layer.persist:
+                continue
+            value = values.get(layer.name)
+            produced = sources.get(layer.name) in ("summary", "contexts") or (
+                sources.get(layer.name) == "collector"
+                and layer.collector is not None
+                and layer.collector.type != "state"
+            )
+            if produced and value and value != call.state.get(layer.name):
+                persist[layer.name] = value
+        persisted_summary = COMPRESSION in persist and summary is not None
+        return ComposeResult(
+            messages=list(final.messages),
+            report=report,
+            persist=persist,
+            compacted_history=compacted if persisted_summary else None,
+        )
+
+    def compose(
+        self,
+        *,
+        process: str | None = None,
+        system_prompt: str,
+        state: Mapping[str, Any] | None = None,
+        query: str | None = None,
+        contexts: Mapping[str, str | None] | None = None,
+        checkpoint_messages: Sequence[Any] | None = None,
+        services: Mapping[str, Any] | None = None,
+    ) -> ComposeResult:
+        """Compose the input messages of one call.
+
+        Args:
+            process: The process (default: the policy's ``default_process``).
+            system_prompt: The agent's private prompt.
+            state: The Blackboard (read-only): collectors read it; its ``messages``
+                are the history unless ``checkpoint_messages`` is given.
+            query: The input of a ``query: runtime`` process (forbidden for
+                ``query: checkpoint`` processes, whose input is the history's last
+                HumanMessage).
+            contexts: Runtime values of ``__context`` layers; they replace those
+                layers' collectors.
+            checkpoint_messages: Overrides ``state["messages"]``; ignored when the
+                process takes no history.
+            services: Extra or overriding services for this call.
+
+        Returns:
+            The `ComposeResult`.
+
+        Raises:
+            QueryPathError: the query is missing, forbidden or sent twice.
+            BudgetExceededError: a layer with overflow ``error`` does not fit.
+            CollectorError: a collector with ``on_error: fail`` (or the summarizer) failed.
+            UnknownProcessError: the policy does not declare ``process``.
+            ValueError: a bad ``contexts`` key.
+        """
+        from ctxpolicy.collectors.run import run_collectors
+
+        call = self._prepare(
+            process=process,
+            system_prompt=system_prompt,
+            state=state,
+            query=query,
+            contexts=contexts,
+            checkpoint_messages=checkpoint_messages,
+            services=services,
+        )
+        values, sources, skipped = self._collected(call, run_collectors(call.requests))
+        can, warning = self._can_summarize(call.plan)
+        history: tuple[BaseMessage, ...] = call.history
+        summary: str | None = None
+        cuts: list[LayerCut] = []
+        passes = 0
+        while True:
+            composition = self._pass(
+                call,
+                history=history,
+                values=values,
+                sources=sources,
+                skipped=skipped,
+                request_summary=can and passes < MAX_SUMMARY_PASSES,
+            )
+            request = composition.summarize
+            if request is None:
+                break
+            passes += 1
+            summary = summarize_history(
+                _summarizer(call.services), request.dropped, request.previous_summary
+            )
+            history = self._fold(
+                request,
+                summary=summary,
+                values=values,
+                sources=sources,
+                cuts=cuts,
+                composition=composition,
+            )
+        return self._result(
+            call,
+            composition,
+            values=values,
+            sources=sources,
+            summary=summary,
+            summary_cuts=cuts,
+            compacted=history if summary is not None else None,
+            warning=warning,
+        )
+
+    @staticmethod
+    def _fold(
+        request: SummarizeRequest,
+        *,
+        summary: str,
+        values: dict[str, str | None],
+        sources: dict[str, LayerSource],
+        cuts: list[LayerCut],
+        composition: Composition,
+    ) -> tuple[BaseMessage, ...]:
+        """Put ``summary`` into ``compression__context``; return the history kept."""
+        values[COMPRESSION] = summary
+        sources[COMPRESSION] = "summary"
+        layer = composition.report.layer(CHECKPOINT_MESSAGES)
+        cuts.extend(c for c in layer.cuts if c.action == "summarized")
+        return request.kept
+
+    async def acompose(
+        self,
+        *,
+        process: str | None = None,
+        system_prompt: str,
+        state: Mapping[str, Any] | None = None,
+        query: str | None = None,
+        contexts: Mapping[str, str | None] | None = None,
+        checkpoint_messages: Sequence[Any] | None = None,
+        services: Mapping[str, Any] | None = None,
+    ) -> ComposeResult:
+        """Async `compose`: collectors run concurrently (`asyncio.gather`).
+
+        Same arguments, result and errors as `compose`.
+        """
+        from ctxpolicy.collectors.run import arun_collectors
+
+        call = self._prepare(
+            process=process,
+            system_prompt=system_prompt,
+            state=state,
+            query=query,
+            contexts=contexts,
+            checkpoint_messages=checkpoint_messages,
+            services=services,
+        )
+        values, sources, skipped = self._collected(call, await arun_collectors(call.requests))
+        can, warning = self._can_summarize(call.plan)
+        history: tuple[BaseMessage, ...] = call.history
+        summary: str | None = None
+        cuts: list[LayerCut] = []
+        passes = 0
+        while True:
+            composition = self._pass(
+                call,
+                history=history,
+                values=values,
+                sources=sources,
+                skipped=skipped,
+                request_summary=can and passes < MAX_SUMMARY_PASSES,
+            )
+            request = composition.summarize
+            if request is None:
+                break
+            passes += 1
+            summary = await asummarize_history(
+                _summarizer(call.services), request.dropped, request.previous_summary
+            )
+            history = self._fold(
+                request,
+                summary=summary,
+                values=values,
+                sources=sources,
+                cuts=cuts,
+                composition=composition,
+            )
+        return self._result(
+            call,
+            composition,
+            values=values,
+            sources=sources,
+            summary=summary,
+            summary_cuts=cuts,
+            compacted=history if summary is not None else None,
+            warning=warning,
+        )
+
+
+__all__ = [
+    "MAX_SUMMARY_PASSES",
+    "SUMMARIZER_SERVICE",
+    "SUMMARY_INSTRUCTIONS",
+    "ComposeResult",
+    "PolicyEngine",
+    "asummarize_history",
+    "summarize_history",
+    "summary_prompt",
+]

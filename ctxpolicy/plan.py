@@ -1,0 +1,295 @@
+"""Process rules: which layers one call gets, in which order, with which token cap (DESIGN §3.1).
+
+`plan_layers` is pure: the same policy and process always give the same `LayerPlan`.
+Every included or excluded layer carries a human-readable reason naming the rule that
+decided it, so a report can explain *why*, not only *what*.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+from ctxpolicy.layers import CHECKPOINT_MESSAGES, QUERY, SYSTEM_PROMPT, LayerKind, Role
+
+if TYPE_CHECKING:
+    from ctxpolicy.policy import CollectorSpec, Policy, ProcessRule
+
+QueryPath = Literal["runtime", "checkpoint"]
+TokenizerName = Literal["cl100k_base", "o200k_base", "approximate"]
+
+#: Collector types whose text changes with every query (bad for provider prompt caches
+#: when ordered before stable layers).
+VOLATILE_COLLECTORS: frozenset[str] = frozenset({"retriever", "memory"})
+#: Collector types whose text is stable across the calls of one conversation.
+STABLE_COLLECTORS: frozenset[str] = frozenset({"template", "state", "files", "tools"})
+
+
+@dataclass(frozen=True, slots=True)
+class PlannedLayer:
+    """One layer a call includes, with everything the composer needs to budget it.
+
+    Attributes:
+        name: Layer name, e.g. ``knowledge__context``.
+        kind: ``system_prompt``, ``block``, ``history`` or ``query``.
+        role: Message role of a block (``system``/``human``/``ai``).
+        overflow: What happens when the layer does not fit its cap.
+        cap: Token cap from the budget ratios (before redistribution).
+        ratio: The layer's ratio in the policy, or None when it has none.
+        persist: Whether the layer's value may be written to graph state.
+        shared: Whether the layer is part of the shared agent context.
+        collector: The layer's collector spec (None: value only from ``contexts=``).
+        reason: The rule that included the layer, in words.
+    """
+
+    name: str
+    kind: LayerKind
+    role: Role
+    overflow: str
+    cap: int
+    ratio: float | None
+    persist: bool
+    shared: bool
+    collector: CollectorSpec | None
+    reason: str
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data for JSON output."""
+        return {
+            "name": self.name,
+            "kind": self.kind,
+            "role": self.role,
+            "overflow": self.overflow,
+            "cap": self.cap,
+            "ratio": self.ratio,
+            "persist": self.persist,
+            "shared": self.shared,
+            "collector": None if self.collector is None else self.collector.type,
+            "reason": self.reason,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class ExcludedLayer:
+    """A layer of the policy's order that this process does not get, and why."""
+
+    name: str
+    reason: str
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data for JSON output."""
+        return {"name": self.name, "reason": self.reason}
+
+
+@dataclass(frozen=True, slots=True)
+class LayerPlan:
+    """The layers of one process's calls: order, caps and the reasons behind them.
+
+    Attributes:
+        process: The process name.
+        query_path: ``runtime`` (the engine appends ``HumanMessage(query)``) or
+            ``checkpoint`` (the input is the last HumanMessage of the history).
+        layers: Included layers in policy order.
+        excluded: Layers of the policy order this process does not get.
+        available_tokens: ``context_window * (1 - output_reserve)``.
+        tokenizer: Name of the tokenizer that counts tokens.
+        redistribute: Whether unused share flows to layers that need more.
+        share_context: The effective central switch ``enable_share_context``.
+        policy_name: Name of the policy the plan comes from.
+        warnings: Static advice about the order (e.g. prompt-cache breakers).
+        order: The policy's full layer order (included and excluded layers).
+    """
+
+    process: str
+    query_path: QueryPath
+    layers: tuple[PlannedLayer, ...]
+    excluded: tuple[ExcludedLayer, ...]
+    available_tokens: int
+    tokenizer: TokenizerName
+    redistribute: bool
+    share_context: bool = True
+    policy_name: str = ""
+    warnings: tuple[str, ...] = ()
+    order: tuple[str, ...] = ()
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """Names of the included layers, in order."""
+        return tuple(layer.name for layer in self.layers)
+
+    @property
+    def caps(self) -> dict[str, int]:
+        """Token cap of each included layer."""
+        return {layer.name: layer.cap for layer in self.layers}
+
+    def get(self, name: str) -> PlannedLayer | None:
+        """The included layer ``name``, or None when the plan does not include it."""
+        for layer in self.layers:
+            if layer.name == name:
+                return layer
+        return None
+
+    def includes(self, name: str) -> bool:
+        """True when the plan includes layer ``name``."""
+        return self.get(name) is not None
+
+    def exclusion(self, name: str) -> ExcludedLayer | None:
+        """Why ``name`` is excluded, or None when it is included or unknown."""
+        for layer in self.excluded:
+            if layer.name == name:
+                return layer
+        return None
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data for JSON output."""
+        return {
+            "process": self.process,
+            "query_path": self.query_path,
+            "available_tokens": self.available_tokens,
+            "tokenizer": self.tokenizer,
+            "redistribute": self.redistribute,
+            "share_context": self.share_context,
+            "policy": self.policy_name,
+            "layers": [layer.to_dict() for layer in self.layers],
+            "excluded": [layer.to_dict() for layer in self.excluded],
+            "warnings": list(self.warnings),
+        }
+
+
+def _block_decision(
+    name: str, *, shared: bool, process: str, rule: ProcessRule, switch: bool
+) -> tuple[bool, str]:
+    """Apply §3.1 to one block layer: (included?, reason)."""
+    prefix = f"process {process}"
+    if name in rule.exclude:
+        return False, f"{prefix}: in exclude"
+    if name in rule.include:
+        return True, f"{prefix}: in include"
+    if not shared:
+        return True, "layer not shared: every process gets it"
+    if not switch:
+        return False, f"enable_share_context false; {prefix}: not in include"
+    if not rule.share_context:
+        return False, f"{prefix}: share_context false, not in include"
+    return True, f"shared layer; enable_share_context true and {prefix}: share_context true"
+
+
+def _cache_warnings(policy: Policy, layers: tuple[PlannedLayer, ...]) -> tuple[str, ...]:
+    """Warn when a per-query layer precedes stable ones (provider prompt caches break)."""
+    warnings: list[str] = []
+    for index, layer in enumerate(layers):
+        kind = None if layer.collector is None else layer.collector.type
+        if kind not in VOLATILE_COLLECTORS:
+            continue
+        stable_after = [
+            later.name
+            for later in layers[index + 1 :]
+            if later.kind == "history"
+            or (later.collector is not None and later.collector.type in STABLE_COLLECTORS)
+        ]
+        if stable_after:
+            warnings.append(
+                f"{layer.name} ({kind}) changes with every query but is ordered before stable "
+                f"layers {', '.join(stable_after)}: their prompt-cache prefix is lost on every "
+                f"call of policy {policy.name}; order per-query layers after stable ones"
+            )
+    return tuple(warnings)
+
+
+def plan_layers(policy: Policy, process: str) -> LayerPlan:
+    """Decide the layers of a call of ``process`` (DESIGN §3.1).
+
+    ``system_prompt`` always; a block layer ``L`` iff ``L`` is not in the process's
+    ``exclude`` and (``L`` is in its ``include``, or ``L`` is not shared, or ``L`` is
+    shared and both ``enable_share_context`` and the process's ``share_context`` are
+    true); ``checkpoint_messages`` iff the process takes history; ``query`` always.
+
+    Args:
+        policy: The effective policy.
+        process: A process the policy declares.
+
+    Returns:
+        The plan: included layers in policy order with caps and reasons, and the
+        excluded layers with the rule that excluded them.
+
+    Raises:
+        UnknownProcessError: the policy does not declare ``process``.
+    """
+    from ctxpolicy.budget import base_caps
+
+    rule = policy.process(process)
+    switch = policy.enable_share_context
+    chosen: list[tuple[str, str]] = []
+    excluded: list[ExcludedLayer] = []
+    for name in policy.order:
+        resolved = policy.layer(name)
+        if name == SYSTEM_PROMPT:
+            chosen.append((name, "system_prompt: always included (private to the agent)"))
+        elif name == QUERY:
+            how = (
+                "the engine appends HumanMessage(query)"
+                if rule.query == "runtime"
+                else "the input is the last HumanMessage of checkpoint_messages"
+            )
+            chosen.append(
+                (name, f"query: always included; process {process}: {rule.query} ({how})")
+            )
+        elif name == CHECKPOINT_MESSAGES:
+            if rule.checkpoint_messages:
+                chosen.append((name, f"process {process}: checkpoint_messages true"))
+            else:
+                excluded.append(
+                    ExcludedLayer(name, f"process {process}: checkpoint_messages false")
+                )
+        else:
+            included, reason = _block_decision(
+                name, shared=resolved.shared, process=process, rule=rule, switch=switch
+            )
+            if included:
+                chosen.append((name, reason))
+            else:
+                excluded.append(ExcludedLayer(name, reason))
+
+    available = policy.available_tokens
+    ratios = policy.budget.ratios
+    caps = base_caps([(name, ratios.get(name)) for name, _ in chosen], available=available)
+    layers: list[PlannedLayer] = []
+    for name, reason in chosen:
+        resolved = policy.layer(name)
+        layers.append(
+            PlannedLayer(
+                name=name,
+                kind=resolved.kind,
+                role=resolved.role,
+                overflow=resolved.overflow,
+                cap=caps.get(name, 0),
+                ratio=ratios.get(name),
+                persist=resolved.persist and name not in (SYSTEM_PROMPT, QUERY),
+                shared=resolved.shared,
+                collector=resolved.collector,
+                reason=reason,
+            )
+        )
+    planned = tuple(layers)
+    return LayerPlan(
+        process=process,
+        query_path=rule.query,
+        layers=planned,
+        excluded=tuple(excluded),
+        available_tokens=available,
+        tokenizer=policy.model.tokenizer,
+        redistribute=policy.budget.redistribute,
+        share_context=switch,
+        policy_name=policy.name,
+        warnings=_cache_warnings(policy, planned),
+        order=tuple(policy.order),
+    )
+
+
+__all__ = [
+    "ExcludedLayer",
+    "LayerPlan",
+    "PlannedLayer",
+    "QueryPath",
+    "plan_layers",
+]

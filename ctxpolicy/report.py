@@ -1,0 +1,274 @@
+"""The compose report: what each layer got, why, and what was cut (DESIGN §4).
+
+Frozen dataclasses with ``to_dict()`` for JSON. `prefix_hashes` lets two calls be
+compared for how much of their prompt a provider cache can reuse.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    from langchain_core.messages import BaseMessage
+
+LayerSource = Literal["argument", "collector", "contexts", "summary", "history", "none"]
+
+
+@dataclass(frozen=True, slots=True)
+class LayerCut:
+    """Something removed from a layer to make it fit.
+
+    Attributes:
+        action: ``truncated`` (tokens cut, marker added), ``dropped`` (the whole block
+            removed), ``dropped_oldest`` (older history units removed),
+            ``summarized`` (older history folded into ``compression__context``) or
+            ``repaired`` (messages removed to keep the history structurally valid).
+        tokens: Tokens removed (None for a long dropped history prefix, which is not
+            counted: trimming costs what is kept, not the length of the history).
+        messages: Messages removed (history), else 0.
+        cap: The token cap that forced the cut (None for a repair).
+        rule: The overflow rule applied.
+    """
+
+    action: Literal["truncated", "dropped", "dropped_oldest", "summarized", "repaired"]
+    tokens: int | None
+    messages: int
+    cap: int | None
+    rule: str
+
+    def describe(self) -> str:
+        """One line, e.g. ``truncated 120 tokens to fit cap 800 (truncate_tail)``."""
+        parts = [f"{self.messages} message(s)"] if self.messages else []
+        if self.tokens is not None:
+            parts.append(f"{self.tokens} tokens")
+        fit = f" to fit cap {self.cap}" if self.cap is not None else ""
+        return f"{self.action} {', '.join(parts)}{fit} ({self.rule})"
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data for JSON output."""
+        return {
+            "action": self.action,
+            "tokens": self.tokens,
+            "messages": self.messages,
+            "cap": self.cap,
+            "rule": self.rule,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class LayerReport:
+    """One layer of one call.
+
+    Attributes:
+        name: Layer name.
+        kind: ``system_prompt``, ``block``, ``history`` or ``query``.
+        included: Whether the process gets the layer at all.
+        reason: The rule that included or excluded it.
+        source: Where the value came from (``collector``, ``contexts``, ``summary``,
+            ``argument``, ``history`` or ``none``).
+        tokens: Tokens the layer's message(s) use in the result.
+        cap: The layer's token cap for this call (after redistribution).
+        base_cap: The cap from its ratio alone.
+        messages: Number of messages the layer contributes.
+        demand: Tokens the layer would have used uncut.
+        cuts: What was truncated, dropped, summarized or repaired, and why.
+        error: The error text of a collector skipped with ``on_error: skip``.
+        notes: Other facts worth knowing (ignored inputs, empty values, ...).
+    """
+
+    name: str
+    kind: str
+    included: bool
+    reason: str
+    source: LayerSource = "none"
+    tokens: int = 0
+    cap: int | None = None
+    base_cap: int | None = None
+    messages: int = 0
+    demand: int = 0
+    cuts: tuple[LayerCut, ...] = ()
+    error: str | None = None
+    notes: tuple[str, ...] = ()
+
+    @property
+    def truncated_tokens(self) -> int:
+        """Tokens cut by truncation."""
+        return sum(c.tokens or 0 for c in self.cuts if c.action == "truncated")
+
+    @property
+    def dropped_messages(self) -> int:
+        """History messages removed (dropped, summarized or repaired)."""
+        return sum(c.messages for c in self.cuts)
+
+    @property
+    def dropped(self) -> bool:
+        """True when the whole block was dropped."""
+        return any(c.action == "dropped" for c in self.cuts)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data for JSON output."""
+        return {
+            "name": self.name,
+            "kind": self.kind,
+            "included": self.included,
+            "reason": self.reason,
+            "source": self.source,
+            "tokens": self.tokens,
+            "cap": self.cap,
+            "base_cap": self.base_cap,
+            "messages": self.messages,
+            "demand": self.demand,
+            "cuts": [c.to_dict() for c in self.cuts],
+            "error": self.error,
+            "notes": list(self.notes),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class SkippedCollector:
+    """A collector that failed with ``on_error: skip``: the layer stayed empty."""
+
+    layer: str
+    collector: str
+    error: str
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data for JSON output."""
+        return {"layer": self.layer, "collector": self.collector, "error": self.error}
+
+
+@dataclass(frozen=True, slots=True)
+class ComposeReport:
+    """Everything about one composed call.
+
+    Attributes:
+        process: The process of the call.
+        query_path: ``runtime`` or ``checkpoint``.
+        tokenizer: The tokenizer that counted.
+        available_tokens: Tokens the input may use.
+        total_tokens: Tokens the composed messages use (``count_messages``).
+        layers: Every layer of the policy order, included or not, in order.
+        skipped: Collectors that failed with ``on_error: skip``.
+        prefix_hashes: For each message position ``i``, a stable hash of messages
+            ``0..i``; equal hashes between two calls mean a cacheable common prefix.
+        warnings: Advice (prompt-cache breakers, repairs, fallbacks).
+        summarized: Whether this call folded old history into a new summary.
+    """
+
+    process: str
+    query_path: str
+    tokenizer: str
+    available_tokens: int
+    total_tokens: int
+    layers: tuple[LayerReport, ...]
+    skipped: tuple[SkippedCollector, ...] = ()
+    prefix_hashes: tuple[str, ...] = ()
+    warnings: tuple[str, ...] = ()
+    summarized: bool = False
+
+    def layer(self, name: str) -> LayerReport:
+        """The report of layer ``name``.
+
+        Raises:
+            KeyError: ``name`` is not a layer of the policy order.
+        """
+        for layer in self.layers:
+            if layer.name == name:
+                return layer
+        raise KeyError(f"no layer {name!r} in this report")
+
+    @property
+    def included(self) -> tuple[str, ...]:
+        """Names of the included layers, in order."""
+        return tuple(layer.name for layer in self.layers if layer.included)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data for JSON output."""
+        return {
+            "process": self.process,
+            "query_path": self.query_path,
+            "tokenizer": self.tokenizer,
+            "available_tokens": self.available_tokens,
+            "total_tokens": self.total_tokens,
+            "summarized": self.summarized,
+            "layers": [layer.to_dict() for layer in self.layers],
+            "skipped": [s.to_dict() for s in self.skipped],
+            "prefix_hashes": list(self.prefix_hashes),
+            "warnings": list(self.warnings),
+        }
+
+
+def _field(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
+
+
+def canonical_message(message: BaseMessage) -> str:
+    """A stable text form of a message: type, content, name, tool calls, tool call id.
+
+    Fields are length-prefixed, so no content can imitate a field boundary.
+    """
+    kind = message.type
+    content = message.content
+    text = content if isinstance(content, str) else _field(content)
+    calls = ""
+    call_id = ""
+    if kind == "ai":
+        tool_calls = message.tool_calls  # type: ignore[attr-defined]
+        if tool_calls:
+            calls = _field(
+                [
+                    {"name": c.get("name"), "args": c.get("args"), "id": c.get("id")}
+                    for c in tool_calls
+                ]
+            )
+    elif kind == "tool":
+        call_id = message.tool_call_id or ""  # type: ignore[attr-defined]
+    name = message.name or ""
+    return (
+        f"{len(kind)}:{kind}{len(text)}:{text}{len(name)}:{name}"
+        f"{len(calls)}:{calls}{len(call_id)}:{call_id}"
+    )
+
+
+def prefix_hashes(messages: Iterable[BaseMessage]) -> tuple[str, ...]:
+    """Hash of every prefix of ``messages`` (blake2b-128 over canonical forms).
+
+    ``prefix_hashes(a)[i] == prefix_hashes(b)[i]`` iff the first ``i + 1`` messages of
+    ``a`` and ``b`` are the same (up to hash collisions).
+    """
+    digest = hashlib.blake2b(digest_size=16)
+    out: list[str] = []
+    for message in messages:
+        encoded = canonical_message(message).encode("utf-8")
+        digest.update(len(encoded).to_bytes(8, "big"))
+        digest.update(encoded)
+        out.append(digest.copy().hexdigest())
+    return tuple(out)
+
+
+def common_prefix(a: ComposeReport, b: ComposeReport) -> int:
+    """How many leading messages two calls share (what a prompt cache can reuse)."""
+    count = 0
+    for left, right in zip(a.prefix_hashes, b.prefix_hashes, strict=False):
+        if left != right:
+            break
+        count += 1
+    return count
+
+
+__all__ = [
+    "ComposeReport",
+    "LayerCut",
+    "LayerReport",
+    "LayerSource",
+    "SkippedCollector",
+    "canonical_message",
+    "common_prefix",
+    "prefix_hashes",
+]
