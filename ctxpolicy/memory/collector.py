@@ -1,0 +1,90 @@
+"""The ``memory`` collector: a strategy or one tier of tiered memory, packed into the cap.
+
+Policy::
+
+    memory__context:
+      collector: {type: memory, service: memory, strategy: balanced}   # or tier: l1|l2|l3|l4
+
+The service (looked up in the engine's services, then in state under the same name) is a
+`TieredMemory`, its `TieredMemory.to_data` output, or a `MemorySessions`. For sessions,
+state ``session_ids`` (a list) or ``session_id`` picks the sessions to aggregate (all
+open sessions otherwise). The L4 query is the call's query, else the newest L1 item.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from ctxpolicy.memory.sessions import MemorySessions
+from ctxpolicy.memory.strategies import pack_candidates, render_candidates, select_memory
+from ctxpolicy.memory.tiered import TieredMemory
+
+if TYPE_CHECKING:
+    from ctxpolicy.collectors.base import CollectRequest
+    from ctxpolicy.memory.strategies import Candidate
+
+
+def resolve_memory(request: CollectRequest, name: str) -> TieredMemory | MemorySessions:
+    """The memory service ``name`` of this call.
+
+    Raises:
+        LookupError: neither the services nor the state hold ``name``.
+        TypeError: the value is not a memory.
+    """
+    value: Any = request.services.get(name)
+    if value is None:
+        value = request.state.get(name)
+    if value is None:
+        raise LookupError(
+            f"memory collector of layer {request.layer!r}: no service or state entry {name!r} "
+            "(pass services={'" + name + "': TieredMemory(...)})"
+        )
+    if isinstance(value, TieredMemory | MemorySessions):
+        return value
+    if isinstance(value, Mapping):
+        return TieredMemory.from_data(value)
+    raise TypeError(
+        f"memory collector of layer {request.layer!r}: {name!r} must be a TieredMemory, "
+        f"MemorySessions or TieredMemory.to_data() output, got {type(value).__name__}"
+    )
+
+
+def _session_ids(state: Mapping[str, Any]) -> Sequence[str] | None:
+    ids = state.get("session_ids")
+    if isinstance(ids, Sequence) and not isinstance(ids, str):
+        return [str(i) for i in ids]
+    one = state.get("session_id")
+    return [one] if isinstance(one, str) else None
+
+
+def collect_memory(request: CollectRequest) -> str | None:
+    """Render the memory selected by the layer's spec, whole items packed into the cap.
+
+    Returns:
+        One line per item (``- [kind] content``), or None when nothing is selected or fits.
+    """
+    spec: Any = request.spec
+    memory = resolve_memory(request, spec.service)
+    if request.cap_tokens <= 0:
+        return None
+    candidates: list[Candidate]
+    if isinstance(memory, MemorySessions):
+        ids = _session_ids(request.state)
+        candidates = memory.aggregate(
+            [i for i in ids if i in memory] if ids is not None else None,
+            strategy=spec.strategy,
+            tier=spec.tier,
+            query=request.query,
+            limit=spec.limit,
+            max_tokens=request.cap_tokens,
+            count_tokens=request.count_tokens,
+        )
+    else:
+        selected = select_memory(
+            memory, strategy=spec.strategy, tier=spec.tier, query=request.query, limit=spec.limit
+        )
+        candidates = pack_candidates(
+            selected, cap_tokens=request.cap_tokens, count_tokens=request.count_tokens
+        )
+    return render_candidates(candidates) or None

@@ -1,0 +1,86 @@
+"""Plain-data round trip of `TieredMemory` and `MemorySessions`."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ctxpolicy.memory import MemorySessions, TieredMemory
+from ctxpolicy.memory.items import ITEM_KINDS
+
+_text = st.text(
+    alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)), min_size=1, max_size=40
+).filter(lambda s: s.strip())
+_op = st.fixed_dictionaries(
+    {
+        "content": _text,
+        "importance": st.none() | st.floats(0, 1, allow_nan=False),
+        "kind": st.none() | st.sampled_from(ITEM_KINDS),
+        "tags": st.lists(st.text(max_size=5), max_size=3),
+        "metadata": st.dictionaries(
+            st.text(max_size=5), st.integers() | st.text(max_size=5), max_size=2
+        ),
+    }
+)
+
+
+def _state(mem: TieredMemory):
+    return (
+        [i.to_data() for i in mem.get_l1()],
+        [i.to_data() for i in mem.get_l2()],
+        [i.to_data() for i in mem.get_l3()],
+        mem.stats(),
+        mem.total_added,
+    )
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    ops=st.lists(_op, max_size=30),
+    sizes=st.tuples(st.integers(1, 6), st.integers(1, 6), st.integers(1, 6)),
+    auto=st.booleans(),
+    query=_text,
+)
+def test_round_trip_preserves_every_tier(ops, sizes, auto, query):
+    mem = TieredMemory(*sizes, auto_promote=auto)
+    for op in ops:
+        mem.add(**op)
+    data = mem.to_data()
+    assert json.loads(json.dumps(data)) == data  # plain, JSON-compatible data
+    restored = TieredMemory.from_data(json.loads(json.dumps(data)), auto_promote=auto)
+    assert restored.to_data() == data
+    assert _state(restored) == _state(mem)
+    assert [i.id for i in restored.search(query, 3)] == [i.id for i in mem.search(query, 3)]
+    # both continue identically
+    for m in (mem, restored):
+        m.add("one more item", importance=0.99, item_id="fixed")
+        m.promote()
+    assert _state(restored) == _state(mem)
+
+
+def test_from_data_rejects_foreign_data():
+    with pytest.raises(ValueError, match="to_data"):
+        TieredMemory.from_data({"l1": []})
+    data = TieredMemory().to_data()
+    data["l1"] = "nope"
+    with pytest.raises(ValueError, match="'l1'"):
+        TieredMemory.from_data(data)
+    data = TieredMemory().to_data()
+    data["l1_size"] = 0
+    with pytest.raises(ValueError, match="l1_size"):
+        TieredMemory.from_data(data)
+
+
+def test_sessions_round_trip():
+    sessions = MemorySessions(store=False, l1_size=3)
+    sessions.session("a").add("alpha", kind="user")
+    sessions.distribute("shared", session_ids=["a", "b"], importance=0.95)
+    data = sessions.to_data()
+    restored = MemorySessions.from_data(json.loads(json.dumps(data)), store=False)
+    assert restored.session_ids == ("a", "b")
+    assert restored.to_data() == data
+    with pytest.raises(ValueError, match="to_data"):
+        MemorySessions.from_data({"sessions": []}, store=False)
