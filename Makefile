@@ -27,6 +27,7 @@ test: $(STAMP) system-deps lint
 	$(BIN)/python -m pytest -q
 
 bench: $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[bench]'
 	$(BIN)/python benchmarks/run.py
 
 clean:

@@ -1,0 +1,145 @@
+"""The ``files`` collector: selected file pieces, each labelled with where it came from.
+
+Policy::
+
+    knowledge__context:
+      collector: {type: files, root: docs, select: ["profile.md#Goals", "guide.md:12:30"]}
+
+``root`` is relative to the folder of the policy file that declares the layer
+(``request.base_dir``) and must stay inside it. Each ``select`` entry is a reference
+(``file:START:END``, ``file#block/path``, ``file``) or a glob of whole files
+(``*.md``, ``notes/**/*.md``). Whole pieces are packed into ``request.cap_tokens`` in
+``select`` order; the pieces left out are named in a last line when that line still
+fits. The engine applies the layer's overflow rule to what remains.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from ctxpolicy.blocks.errors import BlocksError, PathEscapeError
+from ctxpolicy.blocks.references import (
+    FileReference,
+    Reference,
+    ResolvedReference,
+    dedupe_references,
+    parse_reference,
+    resolve_reference,
+)
+from ctxpolicy.blocks.sandbox import check_relative, resolve_inside, resolve_root
+from ctxpolicy.collectors.base import CollectRequest
+from ctxpolicy.policy import FilesCollectorSpec
+
+PIECE_SEPARATOR = "\n\n"
+_GLOB_CHARS = frozenset("*?[")
+MAX_GLOB_MATCHES = 1000
+
+
+def expand_select(root: Path, select: Sequence[str]) -> list[Reference]:
+    """The references of a ``select`` list, globs expanded to the files they match.
+
+    Glob matches are sorted by path; files reached through a symlink that leaves the
+    root are refused like any other escape.
+
+    Raises:
+        PathEscapeError: an entry (or a glob match) leaves the root.
+        ReferenceSyntaxError: an entry is not a reference.
+    """
+    refs: list[Reference] = []
+    real_root = root.resolve()
+    for entry in select:
+        if _GLOB_CHARS.intersection(entry) and "#" not in entry and ":" not in entry:
+            check_relative(entry)
+            if ".." in Path(entry).parts:
+                raise PathEscapeError(entry, "'..' is not allowed in a glob")
+            matches = sorted(p for p in real_root.glob(entry) if p.is_file())
+            if len(matches) > MAX_GLOB_MATCHES:
+                raise BlocksError(
+                    f"select entry {entry!r} matches {len(matches)} files "
+                    f"(limit {MAX_GLOB_MATCHES})"
+                )
+            for match in matches:
+                name = match.relative_to(real_root).as_posix()
+                resolve_inside(real_root, name)  # refuses a symlink that leaves the root
+                refs.append(FileReference(name))
+        else:
+            refs.append(parse_reference(entry))
+    return dedupe_references(refs)
+
+
+def pack_pieces(
+    pieces: Sequence[ResolvedReference],
+    *,
+    cap_tokens: int,
+    count_tokens: Callable[[str], int],
+    separator: str = PIECE_SEPARATOR,
+) -> list[ResolvedReference]:
+    """The pieces that fit ``cap_tokens`` whole, in order (a piece too big is skipped).
+
+    When not even the first piece fits, it is kept alone: the engine's overflow rule
+    (truncate, drop, error) then decides, instead of the layer silently going empty.
+    """
+    kept: list[ResolvedReference] = []
+    parts: list[str] = []
+    for piece in pieces:
+        candidate = separator.join([*parts, piece.format()])
+        if count_tokens(candidate) <= cap_tokens:
+            kept.append(piece)
+            parts.append(piece.format())
+    if not kept and pieces:
+        return [pieces[0]]
+    return kept
+
+
+def render_pieces(pieces: Sequence[ResolvedReference], *, separator: str = PIECE_SEPARATOR) -> str:
+    """Pieces as layer text, each prefixed with ``[file:start-end]``."""
+    return separator.join(piece.format() for piece in pieces)
+
+
+def omitted_note(omitted: Sequence[ResolvedReference], *, cap_tokens: int) -> str:
+    """The line that names the pieces left out, so a model (or a reader) can fetch them."""
+    names = ", ".join(piece.label for piece in omitted)
+    return f"[not included, over this layer's {cap_tokens}-token cap: {names}]"
+
+
+def render_layer(
+    pieces: Sequence[ResolvedReference],
+    kept: Sequence[ResolvedReference],
+    *,
+    cap_tokens: int,
+    count_tokens: Callable[[str], int],
+    separator: str = PIECE_SEPARATOR,
+) -> str:
+    """The kept pieces, plus a note naming the omitted ones when the note still fits."""
+    text = render_pieces(kept, separator=separator)
+    omitted = [piece for piece in pieces if piece not in kept]
+    if not omitted or not kept:
+        return text
+    with_note = separator.join([text, omitted_note(omitted, cap_tokens=cap_tokens)])
+    return with_note if count_tokens(with_note) <= cap_tokens else text
+
+
+def collect_files(request: CollectRequest) -> str | None:
+    """Collect the ``select``-ed pieces of a ``files`` layer.
+
+    Raises:
+        BlocksError: the root or a reference leaves its folder, a file is missing or too
+            large, a reference is malformed. (The engine applies ``on_error``.)
+        TypeError: the request's spec is not a ``files`` spec.
+    """
+    spec = request.spec
+    if not isinstance(spec, FilesCollectorSpec):
+        raise TypeError(f"collect_files needs a files collector spec, got {type(spec).__name__}")
+    if request.base_dir is None:
+        raise BlocksError(
+            f"layer {request.layer!r}: a files collector's root {spec.root!r} is relative to "
+            "the policy file, but this policy was not loaded from a file (no base_dir)"
+        )
+    root = resolve_root(spec.root, base_dir=request.base_dir)
+    pieces = [resolve_reference(root, ref) for ref in expand_select(root, spec.select)]
+    kept = pack_pieces(pieces, cap_tokens=request.cap_tokens, count_tokens=request.count_tokens)
+    text = render_layer(
+        pieces, kept, cap_tokens=request.cap_tokens, count_tokens=request.count_tokens
+    )
+    return text or None
