@@ -34,7 +34,7 @@ def sandbox() -> SandboxedEnvironment:
     from jinja2.sandbox import SandboxedEnvironment
 
     class _PolicySandbox(SandboxedEnvironment):
-        def call(  # type: ignore[override]
+        def call(
             __self,  # noqa: N805 - Jinja's own signature
             __context: Any,
             __obj: Any,

@@ -1,0 +1,622 @@
+"""LangGraph nodes that compose prompts with a `PolicyEngine` (DESIGN §5).
+
+Every node here does the same thing in one place::
+
+    StateBuilder(state, policy)      read the Blackboard through modules
+    engine.compose(...)              the policy decides the input messages
+    model.invoke(messages)           the only call that may fail
+    memory / mapreduce / contexts    record the delta, the result, the new summary
+    return sb.patch()                one patch per node
+
+If the model (or the engine) raises, the exception propagates before anything was
+written, so LangGraph does not checkpoint the node and ``graph.invoke(None, config)``
+re-runs it on the same state: the input HumanMessage is already in the history and
+is never appended again.
+
+The application loads its policy once at start-up with `init_context_engine` and
+hands the engine to the nodes::
+
+    engine = init_context_engine("policies/teams/data-platform.yaml",
+                                 enable_share_context=False, services={...})
+    graph = StateGraph(state_schema(engine))      # the Blackboard (+ persisted team layers)
+    graph.add_node("analyst", agent_node(engine, name="analyst",
+                                         system_prompt="You analyse data.", model=llm))
+
+See ``docs/state.md`` for the state rules.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.types import Send
+
+from ctxpolicy.errors import QueryPathError
+from ctxpolicy.state import Blackboard, MapReduceSnapshot, StateBuilder
+from ctxpolicy.state.blackboard import state_keys
+
+if TYPE_CHECKING:
+    from langchain_core.language_models import BaseChatModel
+    from langchain_core.messages import AIMessage, BaseMessage
+    from langgraph.graph import StateGraph
+
+    from ctxpolicy.engine import ComposeResult, PolicyEngine
+    from ctxpolicy.policy import Policy
+
+
+class Node(Protocol):
+    """A LangGraph node function: ``(state, config) -> patch`` (one update dict)."""
+
+    def __call__(self, state: Any, config: RunnableConfig) -> dict[str, Any]: ...
+
+
+class AsyncNode(Protocol):
+    """An async LangGraph node function: ``async (state, config) -> patch``."""
+
+    async def __call__(self, state: Any, config: RunnableConfig) -> dict[str, Any]: ...
+
+
+#: Called with ``(agent name, ComposeResult)`` after each composition (logging, tests).
+ComposeHook = Callable[[str, "ComposeResult"], None]
+#: Parses a planner reply into ``(understanding, tasks)``.
+PlanParser = Callable[[str], tuple[str | None, Sequence[str | Mapping[str, Any]]]]
+#: Renders the reducer's runtime query from the MapReduce snapshot.
+ReduceQuery = Callable[[MapReduceSnapshot], str]
+
+_SESSION_FIELDS = ("namespace", "session_id")
+
+
+# --------------------------------------------------------------------------- app init
+
+
+def init_context_engine(
+    policy: str | os.PathLike[str] | Policy | None = None,
+    *,
+    enable_share_context: bool | None = None,
+    services: Mapping[str, Any] | None = None,
+) -> PolicyEngine:
+    """Load the context policy once, at application start-up (Datapillar's init).
+
+    Args:
+        policy: A policy file, an already loaded `Policy`, or None to use the file
+            named by ``CTXPOLICY_POLICY``.
+        enable_share_context: The central switch; None keeps the environment's
+            ``CTXPOLICY_ENABLE_SHARE_CONTEXT`` or the file's value.
+        services: Runtime services by name (retrievers, ``summarizer``, memory, ...).
+
+    Returns:
+        The `PolicyEngine` to hand to every node of the app.
+
+    Raises:
+        ValueError: no policy given and ``CTXPOLICY_POLICY`` is not set.
+        PolicyValidationError: the file is invalid.
+    """
+    from ctxpolicy.engine import PolicyEngine
+    from ctxpolicy.policy import Policy
+
+    if isinstance(policy, Policy):
+        if enable_share_context is not None:
+            policy = policy.with_share_context(enable_share_context)
+        return PolicyEngine(policy, services=services)
+    if policy is None:
+        from ctxpolicy.settings import read_settings
+
+        settings, _ = read_settings()
+        if settings.policy is None:
+            raise ValueError("policy: no policy given and CTXPOLICY_POLICY is not set")
+        policy = settings.policy
+    return PolicyEngine.from_file(
+        Path(policy), enable_share_context=enable_share_context, services=services
+    )
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _bind(model: BaseChatModel, tools: Sequence[Any] | None) -> Any:
+    if not tools:
+        return model
+    return model.bind_tools(list(tools))
+
+
+def _reply(value: Any, *, node: str) -> AIMessage:
+    from langchain_core.messages import AIMessage
+
+    if not isinstance(value, AIMessage):
+        raise TypeError(
+            f"node {node!r}: the model returned {type(value).__name__}, not an AIMessage"
+        )
+    # Model run ids are random per call; a stable id is derived from the history instead.
+    return value.model_copy(update={"id": None})
+
+
+def message_text(message: BaseMessage) -> str:
+    """The text of a message (text parts of multi-part content joined)."""
+    content = message.content
+    if isinstance(content, str):
+        return content
+    return "".join(
+        part if isinstance(part, str) else str(part.get("text", ""))
+        for part in content
+        if isinstance(part, str) or part.get("type") == "text"
+    )
+
+
+def _schema_of(engine: PolicyEngine, schema: type[Any] | None) -> type[Any]:
+    if schema is not None:
+        state_keys(schema)  # validates it is a TypedDict
+        return schema
+    from ctxpolicy.state import blackboard_schema, persisted_layers
+
+    return blackboard_schema(persisted_layers(engine.policy))
+
+
+def state_schema(engine: PolicyEngine) -> type[Any]:
+    """The graph state schema for ``engine``'s policy.
+
+    `Blackboard`, extended with a ``str`` field for each of the policy's own
+    ``persist: true`` layers (LangGraph keeps only the fields its schema declares).
+    """
+    return _schema_of(engine, None)
+
+
+def _compose_args(
+    engine: PolicyEngine,
+    sb: StateBuilder,
+    state: Mapping[str, Any],
+    *,
+    process: str,
+    system_prompt: str,
+    query: str | None,
+    tools: Sequence[Any] | None,
+) -> dict[str, Any]:
+    rule = engine.policy.process(process)
+    return {
+        "process": process,
+        "system_prompt": system_prompt,
+        "state": state,
+        "query": query,
+        "checkpoint_messages": sb.memory.snapshot() if rule.checkpoint_messages else None,
+        "services": {"tools": list(tools)} if tools else None,
+    }
+
+
+def _compose(
+    engine: PolicyEngine,
+    sb: StateBuilder,
+    state: Mapping[str, Any],
+    *,
+    name: str,
+    process: str,
+    system_prompt: str,
+    query: str | None,
+    tools: Sequence[Any] | None,
+    on_compose: ComposeHook | None,
+) -> ComposeResult:
+    result = engine.compose(
+        **_compose_args(
+            engine,
+            sb,
+            state,
+            process=process,
+            system_prompt=system_prompt,
+            query=query,
+            tools=tools,
+        )
+    )
+    if on_compose is not None:
+        on_compose(name, result)
+    return result
+
+
+# --------------------------------------------------------------------------- agent node
+
+
+def agent_node(
+    engine: PolicyEngine,
+    *,
+    name: str,
+    system_prompt: str,
+    model: BaseChatModel,
+    process: str = "react",
+    tools: Sequence[Any] | None = None,
+    schema: type[Any] | None = None,
+    on_compose: ComposeHook | None = None,
+) -> Node:
+    """A LangGraph node for one agent turn under ``process``'s rules.
+
+    StateBuilder → ``engine.compose`` → ``model.invoke`` (tools bound when given) →
+    ``memory.replace`` (when a summary compacted the history) → ``memory.append``
+    (the reply only: on the ``checkpoint`` query path the input HumanMessage is
+    already in the state) → ``contexts.persist(result.persist)`` →
+    ``routing.finish_agent("completed")`` → one patch.
+
+    For a ``query: runtime`` process the query is ``routing.assigned_task``.
+
+    Args:
+        engine: The app's `PolicyEngine` (see `init_context_engine`).
+        name: The agent's name (``AIMessage.name`` of its replies, hook argument).
+        system_prompt: The agent's private prompt (never shared, never persisted).
+        model: Any LangChain chat model.
+        process: The policy process of this agent (default ``react``).
+        tools: LangChain tools to bind to the model; also the ``tools`` service.
+        schema: The graph state schema (default: `state_schema(engine)`).
+        on_compose: Called with ``(name, ComposeResult)`` after composing.
+
+    Raises:
+        UnknownProcessError: ``process`` is not declared by the policy (at build time).
+    """
+    engine.policy.process(process)
+    graph_schema = _schema_of(engine, schema)
+    runnable = _bind(model, tools)
+
+    def node(state: Any, config: RunnableConfig) -> dict[str, Any]:
+        sb = StateBuilder(state, engine.policy, schema=graph_schema)
+        query = _agent_query(engine, sb, name=name, process=process)
+        result = _compose(
+            engine,
+            sb,
+            state,
+            name=name,
+            process=process,
+            system_prompt=system_prompt,
+            query=query,
+            tools=tools,
+            on_compose=on_compose,
+        )
+        raw = runnable.invoke(result.messages, config)
+        return _record_turn(sb, result, raw, name=name)
+
+    node.__name__ = f"agent_{name}"
+    return node
+
+
+def aagent_node(
+    engine: PolicyEngine,
+    *,
+    name: str,
+    system_prompt: str,
+    model: BaseChatModel,
+    process: str = "react",
+    tools: Sequence[Any] | None = None,
+    schema: type[Any] | None = None,
+    on_compose: ComposeHook | None = None,
+) -> AsyncNode:
+    """Async `agent_node`: ``engine.acompose`` (collectors run concurrently) and ``ainvoke``.
+
+    Same arguments, steps and guarantees as `agent_node`; use it with ``graph.ainvoke``.
+    """
+    engine.policy.process(process)
+    graph_schema = _schema_of(engine, schema)
+    runnable = _bind(model, tools)
+
+    async def node(state: Any, config: RunnableConfig) -> dict[str, Any]:
+        sb = StateBuilder(state, engine.policy, schema=graph_schema)
+        query = _agent_query(engine, sb, name=name, process=process)
+        result = await engine.acompose(
+            **_compose_args(
+                engine,
+                sb,
+                state,
+                process=process,
+                system_prompt=system_prompt,
+                query=query,
+                tools=tools,
+            )
+        )
+        if on_compose is not None:
+            on_compose(name, result)
+        raw = await runnable.ainvoke(result.messages, config)
+        return _record_turn(sb, result, raw, name=name)
+
+    node.__name__ = f"agent_{name}"
+    return node
+
+
+def _agent_query(engine: PolicyEngine, sb: StateBuilder, *, name: str, process: str) -> str | None:
+    if engine.plan(process).query_path != "runtime":
+        return None
+    query = sb.routing.snapshot().assigned_task
+    if not query:
+        raise QueryPathError(
+            f"agent {name!r}: process {process!r} takes a runtime query, but "
+            "routing.assigned_task is empty (use sb.routing.assign_task(text) first)"
+        )
+    return query
+
+
+def _record_turn(sb: StateBuilder, result: ComposeResult, raw: Any, *, name: str) -> dict[str, Any]:
+    """The writes of one agent turn, all after the model call, as one patch."""
+    reply = _reply(raw, node=name)
+    if reply.name is None:
+        reply = reply.model_copy(update={"name": name})
+    if result.compacted_history is not None:
+        sb.memory.replace(result.compacted_history)
+    sb.memory.append([reply])
+    sb.contexts.persist(result.persist)
+    sb.routing.finish_agent("completed")
+    return sb.patch()
+
+
+# --------------------------------------------------------------------------- mapreduce
+
+_BULLET = re.compile(r"^\s*(?:[-*+•]|\d+[.)])\s*")
+
+
+def parse_plan(text: str) -> tuple[str | None, list[str | Mapping[str, Any]]]:
+    """Parse a planner reply into ``(understanding, tasks)``.
+
+    Accepts a JSON object ``{"understanding": ..., "tasks": [...]}``, a JSON list of
+    tasks (strings or ``{"id", "description"}`` objects), or plain text with one task
+    per line (bullets and numbering removed; lines ending in ``:`` are headings).
+
+    Raises:
+        ValueError: the reply holds no task.
+    """
+    stripped = text.strip()
+    if stripped.startswith("```"):
+        stripped = stripped.strip("`").removeprefix("json").strip()
+    understanding: str | None = None
+    tasks: list[str | Mapping[str, Any]] = []
+    try:
+        data = json.loads(stripped)
+    except ValueError:
+        data = None
+    if isinstance(data, Mapping):
+        raw = data.get("understanding")
+        understanding = raw if isinstance(raw, str) else None
+        data = data.get("tasks")
+    if isinstance(data, list):
+        tasks = [t for t in data if isinstance(t, str | Mapping)]
+    elif data is None:
+        for line in stripped.splitlines():
+            item = _BULLET.sub("", line).strip()
+            if item and not item.endswith(":"):
+                tasks.append(item)
+    if not tasks:
+        raise ValueError(f"the planner's reply holds no task: {text[:200]!r}")
+    return understanding, tasks
+
+
+def _goal(sb: StateBuilder, *, node: str) -> str:
+    assigned = sb.routing.snapshot().assigned_task
+    if assigned:
+        return assigned
+    for message in reversed(sb.memory.snapshot()):
+        if message.type == "human":
+            return message_text(message)
+    raise QueryPathError(
+        f"planner {node!r} needs a goal: routing.assigned_task or a HumanMessage in the history"
+    )
+
+
+def mapreduce_planner_node(
+    engine: PolicyEngine,
+    *,
+    name: str,
+    system_prompt: str,
+    model: BaseChatModel,
+    process: str = "mapreduce_planner",
+    parse: PlanParser = parse_plan,
+    schema: type[Any] | None = None,
+    on_compose: ComposeHook | None = None,
+) -> Node:
+    """The MapReduce planner: splits the goal into tasks (``mapreduce.init_plan``).
+
+    The goal (runtime query) is ``routing.assigned_task``, else the last
+    HumanMessage. A new plan resets ``mapreduce_results`` (``Overwrite([])``).
+    """
+    engine.policy.process(process)
+    graph_schema = _schema_of(engine, schema)
+
+    def node(state: Any, config: RunnableConfig) -> dict[str, Any]:
+        sb = StateBuilder(state, engine.policy, schema=graph_schema)
+        goal = _goal(sb, node=name)
+        result = _compose(
+            engine,
+            sb,
+            state,
+            name=name,
+            process=process,
+            system_prompt=system_prompt,
+            query=goal,
+            tools=None,
+            on_compose=on_compose,
+        )
+        reply = _reply(model.invoke(result.messages, config), node=name)
+        understanding, tasks = parse(message_text(reply))
+        sb.mapreduce.init_plan(goal, understanding, tasks)
+        sb.contexts.persist(result.persist)
+        return sb.patch()
+
+    node.__name__ = f"planner_{name}"
+    return node
+
+
+def fan_out_tasks(worker: str) -> Callable[[Mapping[str, Any]], list[Send]]:
+    """A conditional-edge function sending each task of the plan to ``worker``.
+
+    Each worker gets only its task, the goal and the session identity: no history.
+
+    Raises:
+        ValueError: (when run) the plan has no task.
+    """
+
+    def route(state: Mapping[str, Any]) -> list[Send]:
+        snapshot = StateBuilder(
+            {k: v for k, v in state.items() if k.startswith("mapreduce_")}
+        ).mapreduce.snapshot()
+        if not snapshot.tasks:
+            raise ValueError("fan_out_tasks: the MapReduce plan has no task")
+        base = {k: state[k] for k in _SESSION_FIELDS if k in state}
+        return [
+            Send(worker, {**base, "mapreduce_goal": snapshot.goal, "mapreduce_task": task})
+            for task in snapshot.tasks
+        ]
+
+    route.__name__ = f"fan_out_to_{worker}"
+    return route
+
+
+def mapreduce_worker_node(
+    engine: PolicyEngine,
+    *,
+    name: str,
+    system_prompt: str,
+    model: BaseChatModel,
+    process: str = "mapreduce_worker",
+    tools: Sequence[Any] | None = None,
+    schema: type[Any] | None = None,
+    on_compose: ComposeHook | None = None,
+) -> Node:
+    """A MapReduce worker: runtime query = its task; no history; appends one result.
+
+    Its patch holds only ``mapreduce_results`` (parallel workers never write the
+    same plain field); the result's ``task_id`` makes a re-run replace, not add.
+    """
+    engine.policy.process(process)
+    graph_schema = _schema_of(engine, schema)
+    runnable = _bind(model, tools)
+
+    def node(state: Any, config: RunnableConfig) -> dict[str, Any]:
+        sb = StateBuilder(state, engine.policy, schema=graph_schema)
+        task = sb.mapreduce.snapshot().task
+        if task is None:
+            raise QueryPathError(
+                f"worker {name!r} has no mapreduce_task: send it with fan_out_tasks(...)"
+            )
+        result = _compose(
+            engine,
+            sb,
+            state,
+            name=name,
+            process=process,
+            system_prompt=system_prompt,
+            query=task["description"],
+            tools=tools,
+            on_compose=on_compose,
+        )
+        reply = _reply(runnable.invoke(result.messages, config), node=name)
+        sb.mapreduce.append_result(
+            {
+                "task_id": task["id"],
+                "output": message_text(reply),
+                "status": "completed",
+                "agent": name,
+            }
+        )
+        return sb.patch()
+
+    node.__name__ = f"worker_{name}"
+    return node
+
+
+def render_reduce_query(snapshot: MapReduceSnapshot) -> str:
+    """The reducer's default runtime query: the goal and every task's result."""
+    descriptions = {t["id"]: t["description"] for t in snapshot.tasks}
+    parts = [f"Goal: {snapshot.goal or ''}", "", "Results:"]
+    for result in snapshot.results:
+        task_id = result["task_id"]
+        parts.append(f"## {task_id}: {descriptions.get(task_id, '')}".rstrip())
+        parts.append(result.get("output", ""))
+    return "\n".join(parts)
+
+
+def mapreduce_reducer_node(
+    engine: PolicyEngine,
+    *,
+    name: str,
+    system_prompt: str,
+    model: BaseChatModel,
+    process: str = "mapreduce_reducer",
+    render_query: ReduceQuery = render_reduce_query,
+    schema: type[Any] | None = None,
+    on_compose: ComposeHook | None = None,
+) -> Node:
+    """The MapReduce reducer: merges the results into the final answer.
+
+    Runtime query = ``render_query(snapshot)``; the answer is appended to the
+    history (the conversation continues from it) and the agent is finished.
+
+    Raises:
+        ValueError: (when run) a task of the plan has no result.
+    """
+    engine.policy.process(process)
+    graph_schema = _schema_of(engine, schema)
+
+    def node(state: Any, config: RunnableConfig) -> dict[str, Any]:
+        sb = StateBuilder(state, engine.policy, schema=graph_schema)
+        snapshot = sb.mapreduce.snapshot()
+        missing = snapshot.missing_tasks()
+        if missing:
+            ids = ", ".join(t["id"] for t in missing)
+            raise ValueError(f"reducer {name!r}: tasks without a result: {ids}")
+        result = _compose(
+            engine,
+            sb,
+            state,
+            name=name,
+            process=process,
+            system_prompt=system_prompt,
+            query=render_query(snapshot),
+            tools=None,
+            on_compose=on_compose,
+        )
+        return _record_turn(sb, result, model.invoke(result.messages, config), name=name)
+
+    node.__name__ = f"reducer_{name}"
+    return node
+
+
+def add_mapreduce(
+    graph: StateGraph[Any],
+    *,
+    planner: Node,
+    worker: Node,
+    reducer: Node,
+    prefix: str = "mapreduce",
+) -> tuple[str, str]:
+    """Add planner → workers (``Send`` fan-out) → reducer to ``graph``.
+
+    Returns:
+        ``(entry, exit)``: the planner's and the reducer's node names, to connect.
+    """
+    planner_name, worker_name, reducer_name = (
+        f"{prefix}_planner",
+        f"{prefix}_worker",
+        f"{prefix}_reducer",
+    )
+    graph.add_node(planner_name, planner)
+    graph.add_node(worker_name, worker)
+    graph.add_node(reducer_name, reducer)
+    graph.add_conditional_edges(planner_name, fan_out_tasks(worker_name), [worker_name])
+    graph.add_edge(worker_name, reducer_name)
+    return planner_name, reducer_name
+
+
+__all__ = [
+    "AsyncNode",
+    "Blackboard",
+    "ComposeHook",
+    "Node",
+    "PlanParser",
+    "ReduceQuery",
+    "aagent_node",
+    "add_mapreduce",
+    "agent_node",
+    "fan_out_tasks",
+    "init_context_engine",
+    "mapreduce_planner_node",
+    "mapreduce_reducer_node",
+    "mapreduce_worker_node",
+    "message_text",
+    "parse_plan",
+    "render_reduce_query",
+    "state_schema",
+]

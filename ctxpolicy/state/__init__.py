@@ -1,0 +1,69 @@
+"""The LangGraph state side (seed 001): `Blackboard`, reducers and `StateBuilder`.
+
+This package needs the ``langgraph`` extra (``pip install ctxpolicy[langgraph]``);
+``import ctxpolicy`` never imports it.
+"""
+
+from __future__ import annotations
+
+try:
+    import langgraph.graph.message  # noqa: F401  (the reducers live there)
+except ImportError as exc:  # pragma: no cover - exercised in a subprocess test
+    raise ImportError(
+        "ctxpolicy.state needs the langgraph extra: pip install 'ctxpolicy[langgraph]'"
+    ) from exc
+
+from ctxpolicy.state.blackboard import (
+    CONTEXT_FIELDS,
+    AgentStatus,
+    Blackboard,
+    MapReduceResult,
+    MapReduceTask,
+    TimelineEntry,
+    blackboard_schema,
+    merge_keys,
+    merge_results,
+    result_key,
+    state_keys,
+)
+from ctxpolicy.state.buffer import UnknownStateKeyError
+from ctxpolicy.state.builder import StateBuilder
+from ctxpolicy.state.ids import stable_message_id, user_turn, with_stable_ids
+from ctxpolicy.state.modules import check_persistable, persisted_layers
+from ctxpolicy.state.snapshots import (
+    ContextsSnapshot,
+    MapReduceSnapshot,
+    ReactSnapshot,
+    RoutingSnapshot,
+    SessionSnapshot,
+    TimelineSnapshot,
+    TodoSnapshot,
+)
+
+__all__ = [
+    "CONTEXT_FIELDS",
+    "AgentStatus",
+    "Blackboard",
+    "ContextsSnapshot",
+    "MapReduceResult",
+    "MapReduceSnapshot",
+    "MapReduceTask",
+    "ReactSnapshot",
+    "RoutingSnapshot",
+    "SessionSnapshot",
+    "StateBuilder",
+    "TimelineEntry",
+    "TimelineSnapshot",
+    "TodoSnapshot",
+    "UnknownStateKeyError",
+    "blackboard_schema",
+    "check_persistable",
+    "merge_keys",
+    "merge_results",
+    "persisted_layers",
+    "result_key",
+    "stable_message_id",
+    "state_keys",
+    "user_turn",
+    "with_stable_ids",
+]

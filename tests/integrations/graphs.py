@@ -1,0 +1,208 @@
+"""Policies and graphs shared by the LangGraph tests (and their subprocess)."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+from langchain_core.language_models import BaseChatModel
+from langgraph.checkpoint.sqlite import SqliteSaver
+from langgraph.graph import END, START, StateGraph
+
+from ctxpolicy.engine import PolicyEngine
+from ctxpolicy.integrations.langgraph import (
+    ComposeHook,
+    add_mapreduce,
+    agent_node,
+    init_context_engine,
+    mapreduce_planner_node,
+    mapreduce_reducer_node,
+    mapreduce_worker_node,
+    state_schema,
+)
+from ctxpolicy.policy import Policy
+
+FRAMEWORK = "FRAMEWORK RULES: answer briefly."
+
+
+def make_policy(
+    *, window: int = 100_000, overflow: str = "drop_oldest", redistribute: bool = True
+) -> Policy:
+    """A small policy on the approximate tokenizer."""
+    return Policy.model_validate(
+        {
+            "version": 1,
+            "name": "test-graphs",
+            "model": {"context_window": window, "tokenizer": "approximate"},
+            "budget": {
+                "output_reserve": 0.0,
+                "redistribute": redistribute,
+                "ratios": {
+                    "system_prompt": 0.1,
+                    "framework__context": 0.1,
+                    "knowledge__context": 0.1,
+                    "compression__context": 0.2,
+                    "checkpoint_messages": 0.3,
+                    "query": 0.2,
+                },
+            },
+            "order": [
+                "system_prompt",
+                "framework__context",
+                "knowledge__context",
+                "compression__context",
+                "checkpoint_messages",
+                "query",
+            ],
+            "layers": {
+                "framework__context": {"collector": {"type": "template", "template": FRAMEWORK}},
+                "compression__context": {
+                    "persist": True,
+                    "collector": {"type": "state", "field": "compression__context"},
+                },
+                "checkpoint_messages": {"overflow": overflow},
+            },
+            "processes": {
+                "react": {"checkpoint_messages": True, "share_context": True},
+                "mapreduce_planner": {
+                    "checkpoint_messages": False,
+                    "share_context": False,
+                    "query": "runtime",
+                    "include": ["framework__context"],
+                },
+                "mapreduce_worker": {
+                    "checkpoint_messages": False,
+                    "share_context": False,
+                    "query": "runtime",
+                    "include": ["framework__context"],
+                },
+                "mapreduce_reducer": {
+                    "checkpoint_messages": False,
+                    "share_context": False,
+                    "query": "runtime",
+                    "include": ["framework__context"],
+                },
+            },
+        }
+    )
+
+
+def open_saver(path: Path) -> SqliteSaver:
+    """A SQLite checkpointer on ``path`` (a new connection each time)."""
+    return SqliteSaver(sqlite3.connect(str(path), check_same_thread=False))
+
+
+def open_checkpointer(location: str) -> Any:
+    """A Postgres checkpointer for a ``postgresql://`` DSN, else SQLite on a file path."""
+    if location.startswith("postgresql://"):
+        from langgraph.checkpoint.postgres import PostgresSaver
+        from psycopg import Connection
+        from psycopg.rows import dict_row
+
+        conn = Connection.connect(
+            location, autocommit=True, prepare_threshold=0, row_factory=dict_row
+        )
+        saver = PostgresSaver(conn)
+        saver.setup()
+        return saver
+    return open_saver(Path(location))
+
+
+def run_turn(location: str, thread: str, text: str, reply: str) -> dict[str, Any]:
+    """One chat turn on a fresh graph object; what the model saw and the resulting history."""
+    from langchain_core.messages import HumanMessage
+
+    from tests.integrations.fakes import RecordingChatModel, replies
+
+    model = RecordingChatModel(responses=replies(reply))
+    graph = chat_graph(PolicyEngine(make_policy()), model, open_checkpointer(location))
+    state = graph.invoke(
+        {"messages": [HumanMessage(text)]}, {"configurable": {"thread_id": thread}}
+    )
+    return {
+        "seen": [[m.type, m.content] for m in model.seen[-1]],
+        "state": [[m.type, m.content] for m in state["messages"]],
+    }
+
+
+def chat_graph(
+    engine: PolicyEngine,
+    model: BaseChatModel,
+    saver: SqliteSaver,
+    *,
+    hook: ComposeHook | None = None,
+) -> Any:
+    """START → analyst (agent_node, react) → END."""
+    graph = StateGraph(state_schema(engine))
+    graph.add_node(
+        "analyst",
+        agent_node(
+            engine,
+            name="analyst",
+            system_prompt="You analyse data.",
+            model=model,
+            on_compose=hook,
+        ),
+    )
+    graph.add_edge(START, "analyst")
+    graph.add_edge("analyst", END)
+    return graph.compile(checkpointer=saver)
+
+
+def mapreduce_graph(
+    engine: PolicyEngine,
+    *,
+    planner_model: BaseChatModel,
+    worker_model: BaseChatModel,
+    reducer_model: BaseChatModel,
+    saver: SqliteSaver,
+    hook: ComposeHook | None = None,
+) -> Any:
+    """START → planner → workers (Send) → reducer → END."""
+    graph = StateGraph(state_schema(engine))
+    entry, exit_ = add_mapreduce(
+        graph,
+        planner=mapreduce_planner_node(
+            engine,
+            name="planner",
+            system_prompt="Split the goal into tasks.",
+            model=planner_model,
+            on_compose=hook,
+        ),
+        worker=mapreduce_worker_node(
+            engine,
+            name="worker",
+            system_prompt="Do one task.",
+            model=worker_model,
+            on_compose=hook,
+        ),
+        reducer=mapreduce_reducer_node(
+            engine,
+            name="reducer",
+            system_prompt="Merge the results.",
+            model=reducer_model,
+            on_compose=hook,
+        ),
+    )
+    graph.add_edge(START, entry)
+    graph.add_edge(exit_, END)
+    return graph.compile(checkpointer=saver)
+
+
+__all__ = [
+    "chat_graph",
+    "init_context_engine",
+    "make_policy",
+    "mapreduce_graph",
+    "open_checkpointer",
+    "open_saver",
+    "run_turn",
+]
+
+
+if __name__ == "__main__":  # python -m tests.integrations.graphs LOCATION THREAD TEXT REPLY
+    import json
+    import sys
+
+    print(json.dumps(run_turn(*sys.argv[1:5])))
