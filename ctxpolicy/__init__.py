@@ -33,7 +33,24 @@ _EXPORTS: dict[str, str] = {
     "CollectorError": "ctxpolicy.errors",
 }
 
-__all__ = [*sorted(_EXPORTS), "__version__"]
+__all__ = [
+    "BudgetExceededError",
+    "CollectorError",
+    "ComposeResult",
+    "CtxPolicyError",
+    "LayerPlan",
+    "PersistenceError",
+    "Policy",
+    "PolicyEngine",
+    "PolicyIssue",
+    "PolicyValidationError",
+    "QueryPathError",
+    "UnknownProcessError",
+    "__version__",
+    "compose_messages",
+    "load_policy",
+    "validate_paths",
+]
 
 
 def __getattr__(name: str) -> Any:

@@ -15,17 +15,20 @@ from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import (
     AfterValidator,
-    SerializerFunctionWrapHandler,
-    WrapSerializer,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     PrivateAttr,
+    SerializerFunctionWrapHandler,
+    StrictBool,
+    WrapSerializer,
     field_validator,
     model_validator,
 )
 
 from ctxpolicy.layers import (
+    BLOCK_LAYER_PATTERN,
     CHECKPOINT_MESSAGES,
     DEFAULT_ORDER,
     PERSISTED_BY_DEFAULT,
@@ -42,6 +45,7 @@ from ctxpolicy.layers import (
 POLICY_NAME_PATTERN = r"^[a-z0-9][a-z0-9_-]*$"
 CALLABLE_TARGET_PATTERN = r"^[A-Za-z_][A-Za-z0-9_.]*:[A-Za-z_][A-Za-z0-9_.]*$"
 PROCESS_NAME_PATTERN = r"^[a-z][a-z0-9_]*$"
+LAYER_NAME_PATTERN = r"^(system_prompt|checkpoint_messages|query|[a-z][a-z0-9_]*__context)$"
 SERVICE_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_.-]*$"
 MAX_EXTENDS_DEPTH = 8
 
@@ -56,6 +60,26 @@ def _thaw(value: Mapping[str, Any], handler: SerializerFunctionWrapHandler) -> A
     return handler(dict(value))
 
 
+def _json_number(value: Any) -> Any:
+    # JSON Schema's number/integer never accept a bool or a numeric string; pydantic's lax
+    # mode would. Refusing them here keeps the models and the schema in step.
+    if isinstance(value, bool | str | bytes):
+        raise ValueError("Input should be a number")  # noqa: TRY004 - pydantic wants ValueError
+    return value
+
+
+def _json_integral(value: Any) -> Any:
+    value = _json_number(value)
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
+#: An integer as JSON Schema sees it (5 and 5.0 yes; True and "5" no).
+JsonInt = Annotated[int, BeforeValidator(_json_number)]
+#: A finite number as JSON Schema sees it (no bool, no numeric string, no NaN/inf).
+JsonFloat = Annotated[float, BeforeValidator(_json_number), Field(allow_inf_nan=False)]
+LayerName = Annotated[str, Field(pattern=LAYER_NAME_PATTERN)]
+BlockLayerName = Annotated[str, Field(pattern=BLOCK_LAYER_PATTERN)]
+
 #: Validation freezes a mapping (read-only view); serialization thaws it back to a dict.
 _FROZEN = (AfterValidator(_freeze), WrapSerializer(_thaw))
 
@@ -64,17 +88,35 @@ class _Frozen(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, str_strip_whitespace=False)
 
 
+def _find_null(data: Any, path: tuple[str | int, ...] = ()) -> tuple[str | int, ...] | None:
+    """Path of the first null in policy data (``vars`` values are free-form and may be null)."""
+    if isinstance(data, Mapping):
+        for key, value in data.items():
+            if value is None:
+                return (*path, key)
+            if not (path == () and key == "vars"):
+                found = _find_null(value, (*path, key))
+                if found is not None:
+                    return found
+    elif isinstance(data, list | tuple):
+        for index, value in enumerate(data):
+            found = _find_null(value, (*path, index)) if value is not None else (*path, index)
+            if found is not None:
+                return found
+    return None
+
+
 # --------------------------------------------------------------------------- collectors
 
 
 class _CollectorBase(_Frozen):
     on_error: Literal["skip", "fail"] = "fail"
-    timeout_s: Annotated[float, Field(gt=0, le=3600)] | None = None
+    timeout_s: Annotated[JsonFloat, Field(gt=0, le=3600)] | None = None
 
 
 class _TemplateSource(_CollectorBase):
     template: str | None = None
-    template_file: str | None = None
+    template_file: Annotated[str, Field(min_length=1)] | None = None
 
     @model_validator(mode="after")
     def _one_template(self) -> _TemplateSource:
@@ -107,7 +149,7 @@ class RetrieverCollectorSpec(_TemplateSource):
 
     type: Literal["retriever"]
     service: Annotated[str, Field(pattern=SERVICE_NAME_PATTERN)]
-    top_k: Annotated[int, Field(ge=1, le=1000)] = 5
+    top_k: Annotated[JsonInt, Field(ge=1, le=1000)] = 5
     separator: str = "\n\n"
 
 
@@ -125,7 +167,7 @@ class MemoryCollectorSpec(_CollectorBase):
     service: Annotated[str, Field(pattern=SERVICE_NAME_PATTERN)] = "memory"
     strategy: Literal["minimal", "balanced", "comprehensive"] | None = None
     tier: Literal["l1", "l2", "l3", "l4"] | None = None
-    limit: Annotated[int, Field(ge=1, le=100_000)] | None = None
+    limit: Annotated[JsonInt, Field(ge=1, le=100_000)] | None = None
 
     @model_validator(mode="after")
     def _strategy_or_tier(self) -> MemoryCollectorSpec:
@@ -195,8 +237,8 @@ def allowed_overflows(layer: str) -> tuple[str, ...]:
 class LayerSpec(_Frozen):
     """How one layer behaves. Unset fields take the defaults of the layer's kind."""
 
-    shared: bool | None = None
-    persist: bool | None = None
+    shared: StrictBool | None = None
+    persist: StrictBool | None = None
     role: Role | None = None
     overflow: OverflowName | None = None
     collector: CollectorSpec | None = None
@@ -221,28 +263,28 @@ class ResolvedLayer(_Frozen):
 class ModelSpec(_Frozen):
     """The target model's window and tokenizer."""
 
-    context_window: Annotated[int, Field(gt=0, le=100_000_000)] = 128_000
+    context_window: Annotated[JsonInt, Field(gt=0, le=100_000_000)] = 128_000
     tokenizer: Literal["cl100k_base", "o200k_base", "approximate"] = "cl100k_base"
 
 
 class BudgetSpec(_Frozen):
     """Token budget: output reserve and per-layer ratios of the available window."""
 
-    output_reserve: Annotated[float, Field(ge=0, le=0.9)] = 0.10
+    output_reserve: Annotated[JsonFloat, Field(ge=0, le=0.9)] = 0.10
     ratios: Annotated[
-        Mapping[str, Annotated[float, Field(ge=0, le=1)]], *_FROZEN
+        Mapping[LayerName, Annotated[JsonFloat, Field(ge=0, le=1)]], *_FROZEN
     ] = Field(default_factory=lambda: MappingProxyType({}))
-    redistribute: bool = True
+    redistribute: StrictBool = True
 
 
 class ProcessRule(_Frozen):
     """Per-process rules (DESIGN §3.1)."""
 
-    checkpoint_messages: bool = True
-    share_context: bool = True
+    checkpoint_messages: StrictBool = True
+    share_context: StrictBool = True
     query: Literal["runtime", "checkpoint"] = "checkpoint"
-    include: tuple[str, ...] = ()
-    exclude: tuple[str, ...] = ()
+    include: tuple[BlockLayerName, ...] = ()
+    exclude: tuple[BlockLayerName, ...] = ()
     description: str | None = None
 
 
@@ -278,14 +320,18 @@ class Policy(_Frozen):
     ``extends`` and the environment); constructing it directly checks structure only.
     """
 
-    version: Literal[1]
+    version: Annotated[Literal[1], BeforeValidator(_json_integral)]
     name: Annotated[str, Field(pattern=POLICY_NAME_PATTERN, max_length=128)]
     description: str | None = None
-    extends: str | tuple[str, ...] | None = None
-    enable_share_context: bool = True
+    extends: (
+        Annotated[str, Field(min_length=1)]
+        | Annotated[tuple[Annotated[str, Field(min_length=1)], ...], Field(min_length=1)]
+        | None
+    ) = None
+    enable_share_context: StrictBool = True
     model: ModelSpec = Field(default_factory=ModelSpec)
     budget: BudgetSpec = Field(default_factory=BudgetSpec)
-    order: tuple[str, ...] = DEFAULT_ORDER
+    order: tuple[LayerName, ...] = DEFAULT_ORDER
     vars: Annotated[Mapping[str, Any], *_FROZEN] = Field(
         default_factory=lambda: MappingProxyType({})
     )
@@ -299,6 +345,17 @@ class Policy(_Frozen):
 
     _source: Path | None = PrivateAttr(default=None)
     _base_dirs: Mapping[str, Path] = PrivateAttr(default_factory=dict)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_nulls(cls, data: Any) -> Any:
+        # The policy format has no null (TOML cannot even write one, and the schema
+        # refuses it): an empty YAML value is an error, not a silent default.
+        found = _find_null(data)
+        if found is not None:
+            where = ".".join(str(p) for p in found)
+            raise ValueError(f"{where}: null is not allowed; leave the key out instead")
+        return data
 
     @field_validator("layers")
     @classmethod
@@ -341,7 +398,7 @@ class Policy(_Frozen):
 
     @property
     def available_tokens(self) -> int:
-        """``context_window × (1 − output_reserve)``, rounded down."""
+        """``context_window * (1 - output_reserve)``, rounded down."""
         return int(self.model.context_window * (1 - self.budget.output_reserve))
 
     def layer(self, name: str) -> ResolvedLayer:

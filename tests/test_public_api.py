@@ -31,6 +31,10 @@ def test_all_is_pinned() -> None:
     assert set(ctxpolicy.__all__) == EXPECTED
 
 
+def test_all_matches_the_lazy_export_table() -> None:
+    assert set(ctxpolicy.__all__) == {*ctxpolicy._EXPORTS, "__version__"}
+
+
 def test_every_exported_name_resolves() -> None:
     for name in ctxpolicy.__all__:
         assert getattr(ctxpolicy, name) is not None, name

@@ -1,0 +1,24 @@
+"""``ctxpolicy schema``: print the policy JSON Schema (draft 2020-12)."""
+
+from __future__ import annotations
+
+import argparse
+
+HELP = "print the JSON Schema of policy files"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """``schema`` takes no arguments."""
+    del parser
+
+
+def run(args: argparse.Namespace) -> int:
+    """Print the schema as shipped in the package."""
+    import sys
+
+    from ctxpolicy.schema import read_schema_text
+
+    del args
+    text = read_schema_text()
+    sys.stdout.write(text if text.endswith("\n") else text + "\n")
+    return 0

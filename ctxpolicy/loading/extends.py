@@ -1,0 +1,139 @@
+"""Resolve an ``extends`` chain into one merged document (DESIGN §3.3).
+
+Parents merge in the order listed (a later parent wins), then the child on top.
+Every problem with a parent reference (absolute path, not a policy file, missing,
+cycle, chain deeper than `MAX_EXTENDS_DEPTH`) is reported at the child's ``extends``
+line; problems inside a parent are reported in the parent file.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ctxpolicy.issues import PolicyIssue
+from ctxpolicy.loading.document import display_name, read_document
+from ctxpolicy.loading.limits import MAX_EXTENDS_DEPTH, POLICY_SUFFIXES
+from ctxpolicy.loading.merge import deep_merge, merge_sourcemaps
+from ctxpolicy.loading.sourcemap import JsonPath, Location, SourceMap, format_path, locate
+
+
+@dataclass(frozen=True, slots=True)
+class MergedDocument:
+    """A policy file with its ``extends`` chain merged in.
+
+    Attributes:
+        file: The child file.
+        data: Merged plain data (None when the file itself could not be read).
+        sourcemap: JSON path -> location, in whichever file set the value.
+        chain: Every file merged, parents before children.
+        issues: Problems found while reading and merging.
+    """
+
+    file: Path
+    data: dict[str, Any] | None
+    sourcemap: SourceMap = field(default_factory=dict)
+    chain: tuple[Path, ...] = ()
+    issues: tuple[PolicyIssue, ...] = ()
+
+
+def _parents(data: dict[str, Any]) -> list[tuple[JsonPath, str]]:
+    value = data.get("extends")
+    if isinstance(value, str):
+        return [(("extends",), value)]
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return [(("extends", i), v) for i, v in enumerate(value)]
+    return []  # missing, or a type error the schema reports
+
+
+def _shown(path: Path) -> str:
+    relative = os.path.relpath(path)
+    return display_name(path if relative.startswith("..") else Path(relative))
+
+
+def _problem(where: Location, path: JsonPath, message: str, rule: str) -> PolicyIssue:
+    return PolicyIssue(where.file, where.line, where.column, format_path(path), message, rule)
+
+
+def _resolve(path: Path, stack: tuple[Path, ...]) -> MergedDocument:
+    document, issues = read_document(path)
+    if document is None:
+        return MergedDocument(path, None, issues=tuple(issues))
+    all_issues = list(issues)
+    merged: dict[str, Any] = {}
+    merged_map: SourceMap = {}
+    chain: list[Path] = []
+    for ref_path, ref in _parents(document.data):
+        where = locate(document.sourcemap, ref_path, default=display_name(path))
+        parent = _parent(path, ref, where=where, ref_path=ref_path, stack=stack,
+                         issues=all_issues)
+        if parent is None or parent.data is None:
+            continue
+        data = {k: v for k, v in parent.data.items() if k != "extends"}
+        smap = {p: loc for p, loc in parent.sourcemap.items() if p[:1] != ("extends",)}
+        new = deep_merge(merged, data)
+        merged_map = merge_sourcemaps(new, merged_map, smap)
+        merged = new
+        chain.extend(c for c in parent.chain if c not in chain)
+    if not chain:
+        return MergedDocument(path, document.data, document.sourcemap, (path,), tuple(all_issues))
+    final = deep_merge(merged, document.data)
+    final_map = merge_sourcemaps(final, merged_map, document.sourcemap)
+    return MergedDocument(path, final, final_map, (*chain, path), tuple(all_issues))
+
+
+def _target(child: Path, ref: str, stack: tuple[Path, ...]) -> tuple[Path | None, str, str]:
+    """Where ``ref`` points, or ``(None, rule, message)`` when it may not be followed."""
+    if not ref or Path(ref).is_absolute() or ref.startswith(("/", "\\")):
+        return None, "extends.absolute", f"extends {ref!r} must be a path relative to this file"
+    if Path(ref).suffix.lower() not in POLICY_SUFFIXES:
+        suffixes = ", ".join(POLICY_SUFFIXES)
+        return None, "extends.not-policy", f"extends {ref!r} is not a policy file ({suffixes})"
+    target = Path(os.path.normpath(child.parent / ref))
+    if not target.is_file():
+        message = f"extends {ref!r}: parent policy {display_name(target)} not found"
+        return None, "extends.missing", message
+    real = target.resolve()
+    if real in stack:
+        names = " -> ".join(_shown(p) for p in (*stack, real))
+        return None, "extends.cycle", f"extends cycle: {names}"
+    if len(stack) > MAX_EXTENDS_DEPTH:
+        return None, "extends.depth", f"extends chain deeper than {MAX_EXTENDS_DEPTH} files"
+    return target, "", ""
+
+
+def _parent(
+    child: Path,
+    ref: str,
+    *,
+    where: Location,
+    ref_path: JsonPath,
+    stack: tuple[Path, ...],
+    issues: list[PolicyIssue],
+) -> MergedDocument | None:
+    target, rule, message = _target(child, ref, stack)
+    if target is None:
+        issues.append(_problem(where, ref_path, message, rule))
+        return None
+    parent = _resolve(target, (*stack, target.resolve()))
+    issues.extend(parent.issues)
+    if parent.data is None:
+        message = f"extends {ref!r}: parent policy {display_name(target)} is invalid"
+        issues.append(_problem(where, ref_path, message, "extends.invalid-parent"))
+        return None
+    if "version" not in parent.data:
+        message = (f"extends {ref!r}: {display_name(target)} is not a policy file "
+                   "(it has no 'version')")
+        issues.append(_problem(where, ref_path, message, "extends.not-policy"))
+        return None
+    return parent
+
+
+def resolve_extends(path: Path) -> MergedDocument:
+    """Read ``path`` and merge its ``extends`` chain (never raises for bad input)."""
+    return _resolve(path, (path.resolve(),))
+
+
+__all__ = ["MergedDocument", "resolve_extends"]

@@ -1,0 +1,222 @@
+"""The loading pipeline: read -> merge ``extends`` -> environment -> validate -> `Policy`."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ctxpolicy.errors import PolicyValidationError
+from ctxpolicy.issues import PolicyIssue
+from ctxpolicy.loading.document import display_name
+from ctxpolicy.loading.extends import resolve_extends
+from ctxpolicy.loading.limits import POLICY_SUFFIXES
+from ctxpolicy.loading.overrides import apply_overrides
+from ctxpolicy.loading.sourcemap import JsonPath, Location, SourceMap, format_path
+from ctxpolicy.policy import Policy
+
+PathLike = str | os.PathLike[str]
+
+
+@dataclass(frozen=True, slots=True)
+class Provenance:
+    """Where one effective value came from.
+
+    Attributes:
+        path: JSON path, e.g. ``$.model.tokenizer``.
+        value: The effective value.
+        source: ``file:line:col``, ``<env NAME>``, ``<argument NAME>`` or ``default``.
+    """
+
+    path: str
+    value: Any
+    source: str
+
+
+@dataclass(frozen=True, slots=True)
+class LoadResult:
+    """Everything the loader learned about one policy file.
+
+    Attributes:
+        file: The file given.
+        policy: The validated policy (None when there are errors).
+        issues: Every issue (errors and warnings), sorted by location.
+        sourcemap: JSON path -> location of every value set by a file, variable or argument.
+        chain: The files merged, parents first.
+    """
+
+    file: Path
+    policy: Policy | None
+    issues: tuple[PolicyIssue, ...] = ()
+    sourcemap: SourceMap = field(default_factory=dict)
+    chain: tuple[Path, ...] = ()
+
+    @property
+    def errors(self) -> tuple[PolicyIssue, ...]:
+        """The issues of severity ``error``."""
+        return tuple(i for i in self.issues if i.severity == "error")
+
+    def provenance(self) -> list[Provenance]:
+        """Every leaf of the effective policy with where it came from."""
+        if self.policy is None:
+            return []
+        return [
+            Provenance(format_path(path), value, _source_of(self.sourcemap.get(path)))
+            for path, value in _leaves(self.policy.to_data(), ())
+        ]
+
+
+def _source_of(where: Location | None) -> str:
+    return "default" if where is None else where.describe()
+
+
+def _leaves(value: Any, path: JsonPath) -> Iterator[tuple[JsonPath, Any]]:
+    if isinstance(value, dict) and value:
+        for key, child in value.items():
+            yield from _leaves(child, (*path, key))
+    elif isinstance(value, list) and value and path[-1:] != ("order",):
+        for index, child in enumerate(value):
+            yield from _leaves(child, (*path, index))
+    else:
+        yield path, value
+
+
+def _base_dirs(data: Mapping[str, Any], sourcemap: SourceMap) -> dict[str, Path]:
+    layers = data.get("layers")
+    if not isinstance(layers, dict):
+        return {}
+    dirs: dict[str, Path] = {}
+    for name in layers:
+        where = sourcemap.get(("layers", name, "collector"))
+        if where is not None and not where.file.startswith("<"):
+            dirs[name] = Path(where.file).parent.absolute()
+    return dirs
+
+
+def resolve_policy(
+    path: PathLike,
+    *,
+    enable_share_context: bool | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> LoadResult:
+    """Load, merge, override and validate one policy file; never raises for bad input.
+
+    Args:
+        path: The policy file (``.yaml``, ``.yml`` or ``.toml``).
+        enable_share_context: Explicit value of the central switch (wins over all).
+        environ: Environment to read instead of ``os.environ``.
+    """
+    from ctxpolicy.validation import validate_data
+
+    file = Path(path)
+    name = display_name(file)
+    merged = resolve_extends(file)
+    issues = list(merged.issues)
+    if merged.data is None:
+        return LoadResult(file, None, _sorted(issues), {}, merged.chain)
+    data, smap, env_issues = apply_overrides(
+        merged.data, merged.sourcemap,
+        arguments={"enable_share_context": enable_share_context}, environ=environ,
+    )
+    issues.extend(env_issues)
+    policy, found = validate_data(
+        data, smap, file=name, source=file.absolute(), base_dirs=_base_dirs(data, smap)
+    )
+    issues.extend(found)
+    if any(i.severity == "error" for i in issues):
+        policy = None
+    return LoadResult(file, policy, _sorted(issues), smap, merged.chain)
+
+
+def _sorted(issues: Iterable[PolicyIssue]) -> tuple[PolicyIssue, ...]:
+    return tuple(sorted(dict.fromkeys(issues), key=lambda i: (*i.sort_key, i.rule)))
+
+
+def _policy_path(path: PathLike | None) -> Path:
+    if path is not None:
+        return Path(path)
+    from ctxpolicy.settings import read_settings
+
+    settings, _ = read_settings()
+    if settings.policy is None:
+        raise PolicyValidationError([
+            PolicyIssue("<env CTXPOLICY_POLICY>", 0, 0, "$",
+                        "no policy path given and CTXPOLICY_POLICY is not set", "env.missing")
+        ])
+    return settings.policy
+
+
+def load_policy(
+    path: PathLike | None = None, *, enable_share_context: bool | None = None
+) -> Policy:
+    """Load a policy file: validated, ``extends`` and the environment resolved, frozen.
+
+    Args:
+        path: The policy file; ``None`` uses ``CTXPOLICY_POLICY``.
+        enable_share_context: Explicit value of the central switch; wins over
+            ``CTXPOLICY_ENABLE_SHARE_CONTEXT`` and the file.
+
+    Raises:
+        PolicyValidationError: the file is invalid; ``issues`` holds every problem.
+    """
+    if enable_share_context is not None and not isinstance(enable_share_context, bool):
+        raise TypeError(
+            f"enable_share_context must be a bool or None, got {enable_share_context!r}"
+        )
+    result = resolve_policy(_policy_path(path), enable_share_context=enable_share_context)
+    if result.policy is None:
+        raise PolicyValidationError(result.errors or result.issues)
+    return result.policy
+
+
+def explain_policy(
+    path: PathLike, *, enable_share_context: bool | None = None
+) -> list[Provenance]:
+    """Every effective value of a policy with the file line, variable or argument that set it.
+
+    Raises:
+        PolicyValidationError: the file is invalid.
+    """
+    result = resolve_policy(path, enable_share_context=enable_share_context)
+    if result.policy is None:
+        raise PolicyValidationError(result.errors)
+    return result.provenance()
+
+
+def iter_policy_files(paths: Iterable[PathLike]) -> Iterator[Path]:
+    """The policy files under ``paths`` (files as given; folders searched recursively)."""
+    for raw in paths:
+        path = Path(raw)
+        if path.is_dir():
+            found = (p for p in path.rglob("*") if p.suffix.lower() in POLICY_SUFFIXES)
+            yield from sorted(p for p in found if p.is_file())
+        else:
+            yield path
+
+
+def validate_paths(paths: Iterable[PathLike]) -> list[PolicyIssue]:
+    """Every issue of every policy file under ``paths`` (files or folders, recursive).
+
+    A path that does not exist is itself an issue (rule ``file.missing``).
+    """
+    issues: list[PolicyIssue] = []
+    for file in iter_policy_files(paths):
+        if not file.exists():
+            issues.append(PolicyIssue(display_name(file), 0, 0, "$", "no such file or folder",
+                                      "file.missing"))
+            continue
+        issues.extend(resolve_policy(file).issues)
+    return list(_sorted(issues))
+
+
+__all__ = [
+    "LoadResult",
+    "Provenance",
+    "explain_policy",
+    "iter_policy_files",
+    "load_policy",
+    "resolve_policy",
+    "validate_paths",
+]

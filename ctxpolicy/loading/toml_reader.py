@@ -1,0 +1,149 @@
+"""TOML policy text -> plain data + source map.
+
+``tomllib`` gives no node positions, so the source map comes from a best-effort scan
+of the text for table headers and ``key =`` lines. The scan never fails: a key it
+cannot place simply falls back to the nearest enclosing key that it could.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from datetime import date, datetime, time
+from typing import Any
+
+from ctxpolicy.issues import PolicyIssue
+from ctxpolicy.loading.limits import MAX_DEPTH
+from ctxpolicy.loading.sourcemap import JsonPath, Location, SourceMap, format_path
+
+_ERROR_POSITION = re.compile(r"\(at line (\d+), column (\d+)\)")
+_BARE = r"[A-Za-z0-9_-]+"
+_BASIC = r'"(?:[^"\\]|\\.)*"'
+_LITERAL = r"'[^']*'"
+_KEY_PART = rf"(?:{_BARE}|{_BASIC}|{_LITERAL})"
+_DOTTED = rf"{_KEY_PART}(?:\s*\.\s*{_KEY_PART})*"
+_KEY_PART_RE = re.compile(_KEY_PART)
+_TABLE_RE = re.compile(rf"^(\s*)\[\s*({_DOTTED})\s*\]")
+_ARRAY_TABLE_RE = re.compile(rf"^(\s*)\[\[\s*({_DOTTED})\s*\]\]")
+_KEY_VALUE_RE = re.compile(rf"^(\s*)({_DOTTED})\s*=")
+
+
+class _RefusedError(Exception):
+    def __init__(self, issue: PolicyIssue) -> None:
+        super().__init__(issue.message)
+        self.issue = issue
+
+
+def _split_key(dotted: str) -> list[str]:
+    parts: list[str] = []
+    for match in _KEY_PART_RE.finditer(dotted):
+        raw = match.group(0)
+        if raw.startswith('"'):
+            parts.append(raw[1:-1].encode("utf-8").decode("unicode_escape", errors="replace"))
+        elif raw.startswith("'"):
+            parts.append(raw[1:-1])
+        else:
+            parts.append(raw)
+    return parts
+
+
+def scan_toml_keys(text: str, file: str) -> SourceMap:
+    """Best-effort map of TOML keys to their lines (never raises)."""
+    smap: SourceMap = {(): Location(file, 1, 1, 1)}
+    table: JsonPath = ()
+    array_counts: dict[JsonPath, int] = {}
+    in_multiline: str | None = None
+    for number, line in enumerate(text.splitlines(), start=1):
+        if in_multiline is not None:
+            if line.count(in_multiline) % 2 == 1:
+                in_multiline = None
+            continue
+        if match := _ARRAY_TABLE_RE.match(line):
+            base = tuple(_split_key(match.group(2)))
+            index = array_counts.get(base, -1) + 1
+            array_counts[base] = index
+            table = (*base, index)
+            column = len(match.group(1)) + 1
+            smap.setdefault(base, Location(file, number, column, number))
+            smap[table] = Location(file, number, column, number)
+            continue
+        if match := _TABLE_RE.match(line):
+            table = tuple(_split_key(match.group(2)))
+            column = len(match.group(1)) + 1
+            for end in range(1, len(table) + 1):
+                smap.setdefault(table[:end], Location(file, number, column, number))
+            continue
+        if match := _KEY_VALUE_RE.match(line):
+            keys = tuple(_split_key(match.group(2)))
+            column = len(match.group(1)) + 1
+            rest = line[match.end() :]
+            # a multi-line string that opens on this line starts its text on the next one
+            value_line = number + 1 if rest.strip() in ('"""', "'''") else number
+            for end in range(1, len(keys) + 1):
+                smap.setdefault((*table, *keys[:end]), Location(file, number, column, value_line))
+            for quote in ('"""', "'''"):
+                if rest.count(quote) % 2 == 1:
+                    in_multiline = quote
+                    break
+    return smap
+
+
+def _plain(value: Any, file: str, path: JsonPath, smap: SourceMap, depth: int = 0) -> Any:
+    if depth > MAX_DEPTH:
+        raise _RefusedError(
+            PolicyIssue(file, 1, 1, format_path(path), f"nesting deeper than {MAX_DEPTH} levels",
+                        "toml.too-deep")
+        )
+    if isinstance(value, dict):
+        return {k: _plain(v, file, (*path, k), smap, depth + 1) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v, file, (*path, i), smap, depth + 1) for i, v in enumerate(value)]
+    if isinstance(value, float) and not math.isfinite(value):
+        where = _nearest(smap, path, file)
+        raise _RefusedError(
+            PolicyIssue(file, where.line, where.column, format_path(path),
+                        f"{value!r} is not a finite number", "value.non-finite")
+        )
+    if isinstance(value, datetime | date | time):
+        return value.isoformat()
+    return value
+
+
+def _nearest(smap: SourceMap, path: JsonPath, file: str) -> Location:
+    for end in range(len(path), -1, -1):
+        if path[:end] in smap:
+            return smap[path[:end]]
+    return Location(file, 1, 1, 1)
+
+
+def parse_toml(text: str, file: str) -> tuple[Any, SourceMap, list[PolicyIssue]]:
+    """Parse TOML policy text.
+
+    Returns:
+        ``(data, sourcemap, issues)``; ``data`` is None when there are issues.
+    """
+    import tomllib
+
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        message = str(exc)
+        found = _ERROR_POSITION.search(message)
+        if found:
+            line, column = int(found.group(1)), int(found.group(2))
+        else:  # "(at end of document)"
+            line, column = max(1, len(text.splitlines())), 1
+        message = _ERROR_POSITION.sub("", message).replace("(at end of document)", "")
+        message = message.strip() + (" (at end of document)" if not found else "")
+        return None, {}, [PolicyIssue(file, line, column, "$", f"TOML: {message}", "toml.syntax")]
+    except RecursionError:
+        return None, {}, [PolicyIssue(file, 1, 1, "$", "TOML nesting too deep", "toml.too-deep")]
+    smap = scan_toml_keys(text, file)
+    try:
+        data = _plain(raw, file, (), smap)
+    except _RefusedError as refused:
+        return None, {}, [refused.issue]
+    return data, smap, []
+
+
+__all__ = ["parse_toml", "scan_toml_keys"]

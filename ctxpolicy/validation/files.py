@@ -1,0 +1,115 @@
+"""Rules that look at files: ``template_file`` and ``files`` roots stay inside the policy's
+folder, and every template compiles in the same sandbox that renders it."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+from ctxpolicy.loading.limits import MAX_FILE_BYTES
+from ctxpolicy.loading.sourcemap import JsonPath
+from ctxpolicy.policy import FilesCollectorSpec, Policy
+from ctxpolicy.validation.findings import Finding
+
+
+def _shown(path: Path) -> str:
+    try:
+        relative = os.path.relpath(path)
+    except ValueError:  # another drive (Windows)
+        return path.as_posix()
+    return path.as_posix() if relative.startswith("..") else Path(relative).as_posix()
+
+
+def resolve_inside(base: Path, relative: str) -> tuple[Path | None, str | None, str]:
+    """Resolve ``relative`` under ``base``, refusing anything that leaves ``base``.
+
+    Returns:
+        ``(path, None, "")`` when it stays inside, else ``(None, rule, reason)``.
+    """
+    if Path(relative).is_absolute() or relative.startswith(("/", "\\")) or (
+        len(relative) > 1 and relative[1] == ":"
+    ):
+        reason = f"{relative!r} is absolute; give a path relative to {_shown(base)}"
+        return None, "path.absolute", reason
+    lexical = Path(os.path.normpath(base / relative))
+    if not lexical.is_relative_to(base):
+        return None, "path.outside", f"{relative!r} leaves the policy's folder {_shown(base)}"
+    real_base = base.resolve()
+    real = lexical.resolve()
+    if not real.is_relative_to(real_base):
+        return None, "path.symlink-outside", (
+            f"{relative!r} is a symlink to {real.as_posix()}, outside the policy's folder"
+        )
+    return lexical, None, ""
+
+
+def _compile(source: str, path: JsonPath, *, file: str | None) -> Iterator[Finding]:
+    from jinja2 import TemplateSyntaxError
+
+    from ctxpolicy.templates import compile_template
+
+    try:
+        compile_template(source)
+    except TemplateSyntaxError as exc:
+        line = exc.lineno or 1
+        message = f"template syntax error: {exc.message}"
+        if file is None:
+            yield Finding(path, message, "template.syntax", line_offset=line - 1)
+        else:
+            yield Finding(path, message, "template.syntax", file=file, line=line, column=1)
+
+
+def _template_file(base: Path, relative: str, path: JsonPath) -> Iterator[Finding]:
+    target, rule, reason = resolve_inside(base, relative)
+    if target is None:
+        yield Finding(path, reason, rule or "path.outside")
+        return
+    if not target.is_file():
+        yield Finding(path, f"template file {_shown(target)} does not exist", "template.missing")
+        return
+    try:
+        if target.stat().st_size > MAX_FILE_BYTES:
+            yield Finding(path, f"template file {_shown(target)} is over {MAX_FILE_BYTES} bytes",
+                          "file.too-large")
+            return
+        source = target.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        yield Finding(path, f"cannot read template file {_shown(target)}: {exc}",
+                      "template.unreadable")
+        return
+    yield from _compile(source, path, file=_shown(target))
+
+
+def check_files(policy: Policy) -> list[Finding]:
+    """Template and ``files`` root rules for every layer with a collector.
+
+    Layers of a policy built in code (no source file) have no folder to resolve
+    against: only their inline templates are checked.
+    """
+    findings: list[Finding] = []
+    for name, spec in policy.layers.items():
+        collector = spec.collector
+        if collector is None:
+            continue
+        base_path: JsonPath = ("layers", name, "collector")
+        base = policy.layer_base_dir(name)
+        base = base.absolute() if base is not None else None
+        template = getattr(collector, "template", None)
+        if isinstance(template, str):
+            findings.extend(_compile(template, (*base_path, "template"), file=None))
+        template_file = getattr(collector, "template_file", None)
+        if isinstance(template_file, str) and base is not None:
+            findings.extend(_template_file(base, template_file, (*base_path, "template_file")))
+        if isinstance(collector, FilesCollectorSpec) and base is not None:
+            target, rule, reason = resolve_inside(base, collector.root)
+            if target is None:
+                findings.append(Finding((*base_path, "root"), reason, rule or "path.outside"))
+            elif not target.is_dir():
+                findings.append(Finding((*base_path, "root"),
+                                        f"files root {_shown(target)} is not a folder",
+                                        "files.root-missing", severity="warning"))
+    return findings
+
+
+__all__ = ["check_files", "resolve_inside"]

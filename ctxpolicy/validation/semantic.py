@@ -1,0 +1,158 @@
+"""Pass 2: the semantic rules of DESIGN §3.3, as pure functions over a typed `Policy`.
+
+Each rule returns `Finding`s (JSON path, message, rule id); the loader places them
+in files afterwards, so the engine can run the same rules on policies built in code.
+Rules that read files (templates, ``files`` roots) live in `ctxpolicy.validation.files`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+from ctxpolicy.layers import (
+    CHECKPOINT_MESSAGES,
+    DEFAULT_ORDER,
+    FRAMEWORK,
+    QUERY,
+    SYSTEM_PROMPT,
+    is_block_layer,
+)
+from ctxpolicy.policy import Policy
+from ctxpolicy.validation.findings import Finding
+
+#: Largest sum of ratios (a little slack for decimal fractions such as 0.1 + 0.2).
+RATIO_SUM_LIMIT = 1.0 + 1e-9
+
+Rule = Callable[[Policy], Iterator[Finding]]
+
+
+def check_order(policy: Policy) -> Iterator[Finding]:
+    """Each name once; system_prompt first; query last; checkpoint_messages present."""
+    order = policy.order
+    seen: set[str] = set()
+    for index, name in enumerate(order):
+        if name in seen:
+            yield Finding(("order", index), f"{name!r} appears more than once in order",
+                          "order.duplicate")
+        seen.add(name)
+    if not order or order[0] != SYSTEM_PROMPT:
+        where = ("order", 0) if order else ("order",)
+        yield Finding(where, "order must start with 'system_prompt'",
+                      "order.starts-with-system-prompt")
+    if not order or order[-1] != QUERY:
+        where = ("order", len(order) - 1) if order else ("order",)
+        yield Finding(where, "order must end with 'query'", "order.ends-with-query")
+    if CHECKPOINT_MESSAGES not in order:
+        yield Finding(("order",), "order must contain 'checkpoint_messages'",
+                      "order.missing-checkpoint-messages")
+
+
+def check_layers_in_order(policy: Policy) -> Iterator[Finding]:
+    """Every block layer used anywhere is in order, and every team layer in order is used.
+
+    A team's own layer in ``order`` with no collector, ratio or process rule gets a
+    warning: its text can only come from a runtime ``contexts=`` override.
+    """
+    ordered = set(policy.order)
+    used: set[str] = set()
+    for name in policy.layers:
+        used.add(name)
+        if name not in ordered:
+            yield Finding(("layers", name), f"layer {name!r} is configured but not in order",
+                          "order.layer-not-in-order")
+    for name in policy.budget.ratios:
+        used.add(name)
+        if name not in ordered:
+            yield Finding(("budget", "ratios", name),
+                          f"ratio for {name!r}, which is not a layer in order",
+                          "budget.ratio-not-in-order")
+    # the seed's default processes name the built-in layers; a policy whose order
+    # leaves some of them out and keeps the defaults simply never injects them
+    explicit = "processes" in policy.model_fields_set
+    for process, rule in policy.processes.items() if explicit else ():
+        for key in ("include", "exclude"):
+            for index, name in enumerate(getattr(rule, key)):
+                used.add(name)
+                if name not in ordered:
+                    yield Finding(("processes", process, key, index),
+                                  f"process {process!r} {key}s {name!r}, which is not in order",
+                                  f"process.{key}-unknown")
+    for index, name in enumerate(policy.order):
+        # the built-in layers have a known source (state, runtime contexts=, the summarizer)
+        if is_block_layer(name) and name not in used and name not in DEFAULT_ORDER:
+            yield Finding(("order", index),
+                          f"block layer {name!r} is in order but has no collector, ratio or "
+                          "process rule (its text can only come from contexts=)",
+                          "order.unused-layer", severity="warning")
+
+
+def check_budget(policy: Policy) -> Iterator[Finding]:
+    """The ratios sum to at most 1."""
+    total = sum(policy.budget.ratios.values())
+    if total > RATIO_SUM_LIMIT:
+        yield Finding(("budget", "ratios"), f"ratios sum to {total:.4g}, more than 1.0",
+                      "budget.ratios-sum")
+
+
+def check_persistence(policy: Policy) -> Iterator[Finding]:
+    """framework__context, system_prompt and query never persist; system_prompt never shared."""
+    rules = {FRAMEWORK: "persist.framework", SYSTEM_PROMPT: "persist.system-prompt",
+             QUERY: "persist.query"}
+    for name, rule in rules.items():
+        spec = policy.layers.get(name)
+        if spec is not None and spec.persist:
+            yield Finding(("layers", name, "persist"), f"{name} may never be persisted", rule)
+    prompt = policy.layers.get(SYSTEM_PROMPT)
+    if prompt is not None and prompt.shared:
+        yield Finding(("layers", SYSTEM_PROMPT, "shared"),
+                      "system_prompt is private to its agent and may never be shared",
+                      "shared.system-prompt")
+
+
+def check_processes(policy: Policy) -> Iterator[Finding]:
+    """mapreduce_* without history; include/exclude disjoint; the query has a path."""
+    for name, rule in policy.processes.items():
+        base = ("processes", name)
+        if name.startswith("mapreduce_") and rule.checkpoint_messages:
+            yield Finding((*base, "checkpoint_messages"),
+                          f"process {name!r} is a MapReduce process and must not receive "
+                          "checkpoint_messages (set checkpoint_messages: false)",
+                          "process.mapreduce-history")
+        overlap = set(rule.include) & set(rule.exclude)
+        for index, layer in enumerate(rule.exclude):
+            if layer in overlap:
+                yield Finding((*base, "exclude", index),
+                              f"{layer!r} is both included and excluded", "process.include-exclude")
+        if rule.query == "checkpoint" and not rule.checkpoint_messages:
+            yield Finding((*base, "query"),
+                          f"process {name!r} takes its query from the checkpoint but receives "
+                          "no checkpoint_messages; use query: runtime", "process.query-path")
+    if policy.default_process not in policy.processes:
+        yield Finding(("default_process",),
+                      f"default_process {policy.default_process!r} is not a declared process "
+                      f"({', '.join(sorted(policy.processes))})", "process.default-missing")
+
+
+RULES: tuple[Rule, ...] = (
+    check_order,
+    check_layers_in_order,
+    check_budget,
+    check_persistence,
+    check_processes,
+)
+
+
+def check_semantics(policy: Policy) -> list[Finding]:
+    """Run every semantic rule that needs no file access."""
+    return [finding for rule in RULES for finding in rule(policy)]
+
+
+__all__ = [
+    "RULES",
+    "check_budget",
+    "check_layers_in_order",
+    "check_order",
+    "check_persistence",
+    "check_processes",
+    "check_semantics",
+]

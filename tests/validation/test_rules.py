@@ -1,0 +1,121 @@
+"""Semantic rules as pure functions over a typed `Policy` (policies built in code)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ctxpolicy.loading import resolve_policy
+from ctxpolicy.policy import Policy
+from ctxpolicy.validation import check_policy
+from ctxpolicy.validation.files import resolve_inside
+from ctxpolicy.validation.semantic import check_semantics
+
+
+def _policy(**extra: Any) -> Policy:
+    return Policy.model_validate({"version": 1, "name": "t", **extra})
+
+
+def _rules(policy: Policy) -> set[str]:
+    return {f.rule for f in check_policy(policy) if f.severity == "error"}
+
+
+def test_default_policy_has_no_findings() -> None:
+    assert check_policy(_policy()) == []
+
+
+@pytest.mark.parametrize(
+    ("extra", "rule", "path"),
+    [
+        ({"budget": {"ratios": {"query": 0.6, "system_prompt": 0.5}}}, "budget.ratios-sum",
+         ("budget", "ratios")),
+        ({"order": ["query", "checkpoint_messages", "system_prompt"]},
+         "order.starts-with-system-prompt", ("order", 0)),
+        ({"order": ["system_prompt", "query", "checkpoint_messages"]}, "order.ends-with-query",
+         ("order", 2)),
+        ({"layers": {"framework__context": {"persist": True}}}, "persist.framework",
+         ("layers", "framework__context", "persist")),
+        ({"processes": {"react": {}, "mapreduce_x": {"query": "runtime"}}},
+         "process.mapreduce-history", ("processes", "mapreduce_x", "checkpoint_messages")),
+        ({"processes": {"react": {"include": ["x__context"]}}}, "process.include-unknown",
+         ("processes", "react", "include", 0)),
+        ({"default_process": "other"}, "process.default-missing", ("default_process",)),
+    ],
+)
+def test_rule_returns_path_message_and_id(extra: dict[str, Any], rule: str, path: tuple) -> None:
+    findings = [f for f in check_semantics(_policy(**extra)) if f.rule == rule]
+    assert findings, check_semantics(_policy(**extra))
+    assert findings[0].path == path
+    assert findings[0].message
+
+
+def test_ratios_with_float_rounding_are_not_over_one() -> None:
+    ratios = {"system_prompt": 0.1, "query": 0.2, "checkpoint_messages": 0.7}
+    assert "budget.ratios-sum" not in _rules(_policy(budget={"ratios": ratios}))
+
+
+def test_team_layer_in_order_without_any_use_is_a_warning() -> None:
+    order = ["system_prompt", "notes__context", "checkpoint_messages", "query"]
+    findings = check_semantics(_policy(order=order))
+    assert [(f.rule, f.severity) for f in findings] == [("order.unused-layer", "warning")]
+
+
+def test_default_processes_may_name_layers_the_order_leaves_out() -> None:
+    order = ["system_prompt", "checkpoint_messages", "query"]
+    assert _rules(_policy(order=order)) == set()
+    explicit = _policy(order=order, processes={"react": {"include": ["knowledge__context"]}})
+    assert _rules(explicit) == {"process.include-unknown"}
+
+
+def test_inline_template_syntax_error_offsets_into_the_template() -> None:
+    layers = {"framework__context": {"collector": {"type": "template",
+                                                   "template": "a\nb\n{% if %}"}}}
+    (finding,) = check_policy(_policy(layers=layers))
+    assert finding.rule == "template.syntax" and finding.line_offset == 2
+
+
+def test_template_files_are_not_checked_without_a_source_folder() -> None:
+    layers = {"todo__context": {"collector": {"type": "state", "field": "todo",
+                                              "template_file": "../../x.j2"}}}
+    assert check_policy(_policy(layers=layers)) == []
+
+
+def test_resolve_inside(tmp_path: Path) -> None:
+    (tmp_path / "in").mkdir()
+    (tmp_path / "secret").mkdir()
+    os.symlink(tmp_path / "secret", tmp_path / "in" / "link")
+    assert resolve_inside(tmp_path / "in", "a/b.j2")[0] == tmp_path / "in" / "a" / "b.j2"
+    assert resolve_inside(tmp_path / "in", "a/../b.j2")[0] == tmp_path / "in" / "b.j2"
+    assert resolve_inside(tmp_path / "in", "/etc/passwd")[1] == "path.absolute"
+    assert resolve_inside(tmp_path / "in", "../secret/x")[1] == "path.outside"
+    assert resolve_inside(tmp_path / "in", "link/x.j2")[1] == "path.symlink-outside"
+
+
+def test_symlink_escape_is_reported_at_the_template_file_line(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "outside.j2").write_text("secret", encoding="utf-8")
+    (tmp_path / "pol").mkdir()
+    os.symlink(tmp_path / "outside.j2", tmp_path / "pol" / "t.j2")
+    (tmp_path / "pol" / "p.yaml").write_text(
+        "version: 1\nname: t\nlayers:\n  todo__context:\n    collector:\n"
+        "      type: state\n      field: todo\n      template_file: t.j2\n", encoding="utf-8")
+    issues = resolve_policy("pol/p.yaml").issues
+    assert [(i.file, i.line, i.rule) for i in issues] == [
+        ("pol/p.yaml", 8, "path.symlink-outside")
+    ]
+
+
+def test_files_root_outside_and_missing(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    base = "version: 1\nname: t\nlayers:\n  knowledge__context:\n    collector:\n"
+    Path("a.yaml").write_text(base + "      {type: files, root: docs, select: [x.md]}\n",
+                              encoding="utf-8")
+    Path("b.yaml").write_text(base + "      {type: files, root: /srv, select: [x.md]}\n",
+                              encoding="utf-8")
+    (missing,) = resolve_policy("a.yaml").issues
+    assert (missing.rule, missing.severity) == ("files.root-missing", "warning")
+    (absolute,) = resolve_policy("b.yaml").issues
+    assert (absolute.rule, absolute.line) == ("path.absolute", 6)
