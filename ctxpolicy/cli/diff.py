@@ -1,0 +1,74 @@
+"""``ctxpolicy diff A B``: the difference between two effective policies.
+
+Both files are loaded as the application would load them (``extends`` resolved,
+environment overrides applied), then compared key by key; for every process the layers
+its calls gain or lose are listed too.
+
+Exit codes: 0 same, 1 different, 2 unreadable or invalid input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+HELP = "difference between two effective policies (keys and layers per process)"
+
+
+def _err(message: str) -> None:
+    sys.stderr.write(message + "\n")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Declare the arguments of ``diff``."""
+    parser.description = HELP
+    parser.add_argument("a", metavar="A", help="first (old) policy file")
+    parser.add_argument("b", metavar="B", help="second (new) policy file")
+    parser.add_argument(
+        "--format",
+        choices=("text", "json"),
+        default="text",
+        help="output format (default: text)",
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    """Load both policies, print their difference. Returns the exit code."""
+    from ctxpolicy.diffing import diff_policies
+    from ctxpolicy.errors import CtxPolicyError, PolicyValidationError
+    from ctxpolicy.loading import load_policy
+
+    policies = []
+    for path in (args.a, args.b):
+        try:
+            policies.append(load_policy(path))
+        except PolicyValidationError as exc:
+            for issue in exc.issues:
+                _err(issue.format_text())
+            _err(f"{path}: cannot diff: the policy is invalid or unreadable")
+            return 2
+        except (CtxPolicyError, OSError) as exc:
+            _err(f"{path}: cannot diff: {exc}")
+            return 2
+    result = diff_policies(policies[0], policies[1], a_label=args.a, b_label=args.b)
+    if args.format == "json":
+        sys.stdout.write(json.dumps(result.to_dict(), indent=2, ensure_ascii=False) + "\n")
+    else:
+        sys.stdout.write(_colour(result.format_text()) + "\n")
+    return 0 if result.same else 1
+
+
+def _colour(text: str) -> str:
+    """Green additions, red removals, yellow changes: only on a terminal without NO_COLOR."""
+    from ctxpolicy.render.terminal import color_enabled, paint
+
+    if not color_enabled(sys.stdout):
+        return text
+    styles = {"+": "green", "-": "red", "~": "yellow"}
+    lines = []
+    for line in text.split("\n"):
+        mark = line.lstrip()[:1]
+        style = styles.get(mark) if not line.startswith(("---", "+++")) else "bold"
+        lines.append(paint(line, style, enabled=True) if style else line)
+    return "\n".join(lines)

@@ -1,0 +1,268 @@
+"""``ctxpolicy init NAME [--extends FILE] [--output PATH] [--force]``: start a team policy.
+
+Writes a commented YAML policy that validates as written, with the
+``# yaml-language-server: $schema=...`` line so editors (VS Code's YAML extension, any
+yaml-language-server client) complete keys and check values while the team edits it.
+The schema path is relative to where the file is written: the repository's
+``schemas/ctxpolicy.schema.json`` when the file lives under it, else the schema shipped
+inside the installed package.
+
+``--extends FILE`` takes a path as the shell sees it; the file stores it relative to its
+own folder (as the format requires). Without ``--output`` the policy is ``./NAME.yaml``.
+The text is validated before it is written; an existing file is kept unless ``--force``.
+
+Exit codes: 0 written, 2 bad name, existing file, unreadable parent or invalid result.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import sys
+from pathlib import Path
+
+HELP = "write a new, commented team policy that validates"
+
+SCHEMA_FILE = "ctxpolicy.schema.json"
+
+
+def _err(message: str) -> None:
+    sys.stderr.write(message + "\n")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Declare the arguments of ``init``."""
+    parser.description = HELP
+    parser.add_argument("name", metavar="NAME", help="policy name, e.g. data-platform")
+    parser.add_argument(
+        "--extends",
+        metavar="FILE",
+        default=None,
+        help="parent policy to inherit from (path as seen from here)",
+    )
+    parser.add_argument(
+        "--output",
+        "-o",
+        metavar="PATH",
+        default=None,
+        help="where to write the policy (default: ./NAME.yaml)",
+    )
+    parser.add_argument("--force", action="store_true", help="overwrite an existing file")
+
+
+def find_schema(folder: Path) -> Path:
+    """The schema file an editor should use for a policy written in ``folder``.
+
+    The nearest ``schemas/ctxpolicy.schema.json`` in ``folder`` or one of its parents
+    (a project checkout), else the copy shipped inside the package.
+    """
+    for parent in (folder, *folder.parents):
+        candidate = parent / "schemas" / SCHEMA_FILE
+        if candidate.is_file():
+            return candidate
+    import ctxpolicy
+
+    return Path(ctxpolicy.__file__).resolve().parent / "schemas" / SCHEMA_FILE
+
+
+def relative_posix(target: Path, start: Path) -> str:
+    """``target`` relative to folder ``start``, with forward slashes.
+
+    Falls back to the absolute path where no relative path exists (another drive).
+    """
+    try:
+        return Path(os.path.relpath(target.resolve(), start.resolve())).as_posix()
+    except ValueError:
+        return target.resolve().as_posix()
+
+
+def render_team_policy(name: str, *, extends: str | None, schema: str) -> str:
+    """The text of a new team policy (pure; always a valid policy for a valid parent).
+
+    Args:
+        name: The policy name (must match the policy name pattern).
+        extends: Parent path relative to the new file's folder, or None for a standalone
+            policy with the Datapillar defaults spelled out.
+        schema: Path or URL of the JSON Schema, for the editor comment line.
+    """
+    from ctxpolicy.editing import format_yaml_value as q
+
+    head = f"""# yaml-language-server: $schema={schema}
+#
+# Context policy of team {name}: what goes into the input messages of each LLM call.
+#   check it:          ctxpolicy validate <this file>
+#   see the result:    ctxpolicy show <this file>
+#   see a real call:   ctxpolicy preview <this file> --process react --query "..."
+#   change one value:  ctxpolicy set <this file> budget.ratios.query 0.1
+#     (`set` keeps these comments, validates first and writes atomically)
+"""
+    if extends is not None:
+        return head + _INHERITING.format(
+            name=q(name), extends=q(extends), team=q(name), parent=extends
+        )
+    return head + _STANDALONE.format(name=q(name), team=q(name))
+
+
+_INHERITING = """#
+# Everything left out here is inherited from {parent}: mappings merge key by key (the
+# values here win), lists such as `order` and `include` replace the parent's list.
+
+version: 1
+name: {name}
+description: Team policy inheriting the shared defaults.
+extends: {extends}
+
+# The central switch. false: shared __context layers reach a process only when the
+# process lists them in `include`. The environment variable
+# CTXPOLICY_ENABLE_SHARE_CONTEXT and the load-time argument override this file.
+# enable_share_context: true
+
+# Free values for templates, e.g. {{{{ vars.team }}}}.
+vars:
+  team: {team}
+
+# Token budget: shares of context_window x (1 - output_reserve); they may sum to 1.0
+# at most. Uncomment to give a layer more or less room than the parent does.
+# budget:
+#   ratios:
+#     knowledge__context: 0.10
+#     query: 0.12
+
+# Per-process rules. Example: MapReduce workers also get the todo list.
+# processes:
+#   mapreduce_worker:
+#     checkpoint_messages: false     # a mapreduce_* process never sees the history
+#     share_context: false
+#     query: runtime
+#     include: [framework__context, knowledge__context, todo__context]
+"""
+
+_STANDALONE = """
+version: 1
+name: {name}
+description: Team policy with the Datapillar defaults spelled out.
+
+# The central switch. false: shared __context layers reach a process only when the
+# process lists them in `include`. The environment variable
+# CTXPOLICY_ENABLE_SHARE_CONTEXT and the load-time argument override this file.
+enable_share_context: true
+
+model:
+  context_window: 128000          # tokens of the target model's window
+  tokenizer: cl100k_base          # cl100k_base | o200k_base | approximate
+
+budget:
+  output_reserve: 0.10            # share kept free for the answer
+  ratios:                         # shares of context_window x (1 - output_reserve)
+    system_prompt: 0.12
+    framework__context: 0.05
+    experience__context: 0.06
+    knowledge__context: 0.10
+    todo__context: 0.05
+    compression__context: 0.08
+    checkpoint_messages: 0.36
+    query: 0.12
+  redistribute: true              # share a layer leaves unused goes to layers that need it
+
+order:                            # system_prompt first, query last
+  - system_prompt
+  - framework__context
+  - experience__context
+  - knowledge__context
+  - todo__context
+  - compression__context
+  - checkpoint_messages
+  - query
+
+vars:
+  team: {team}
+
+layers:
+  framework__context:
+    persist: false                # framework constraints are never persisted
+    collector:
+      type: template
+      template: "You work for team {{{{ vars.team }}}}. Follow the output contract."
+  knowledge__context:
+    collector: {{type: retriever, service: knowledge, top_k: 5, on_error: skip}}
+  todo__context:
+    collector: {{type: state, field: todo}}
+  compression__context:
+    persist: true                 # the history summary survives a checkpoint restore
+    collector: {{type: state, field: compression__context}}
+  checkpoint_messages:
+    overflow: drop_oldest         # drop_oldest | summarize | error
+  query:
+    overflow: error               # error | truncate_tail
+
+processes:                        # which layers each kind of call gets
+  react:             {{checkpoint_messages: true,  share_context: true,  query: checkpoint}}
+  sequential:        {{checkpoint_messages: true,  share_context: true,  query: checkpoint}}
+  dynamic:           {{checkpoint_messages: true,  share_context: true,  query: checkpoint}}
+  hierarchical:      {{checkpoint_messages: true,  share_context: true,  query: checkpoint}}
+  mapreduce_planner: {{checkpoint_messages: false, share_context: false, query: runtime,
+                      include: [framework__context, experience__context, knowledge__context]}}
+  mapreduce_worker:  {{checkpoint_messages: false, share_context: false, query: runtime,
+                      include: [framework__context, knowledge__context]}}
+  mapreduce_reducer: {{checkpoint_messages: false, share_context: false, query: runtime,
+                      include: [framework__context, experience__context, knowledge__context]}}
+default_process: react
+"""
+
+
+def _check_arguments(args: argparse.Namespace) -> str | None:
+    """The usage error of these arguments, or None when they are fine."""
+    from ctxpolicy.policy import POLICY_NAME_PATTERN
+
+    name: str = args.name
+    output = _output_path(args)
+    if not re.match(POLICY_NAME_PATTERN, name) or len(name) > 128:
+        return (
+            f"NAME {name!r}: a policy name is lower-case letters, digits, '-' and '_', "
+            f"starting with a letter or digit ({POLICY_NAME_PATTERN}), at most 128 long"
+        )
+    if output.suffix.lower() not in (".yaml", ".yml"):
+        return f"--output {output}: init writes YAML; use a .yaml or .yml file name"
+    if output.exists() and not args.force:
+        return f"{output}: file exists; not overwritten (use --force to replace it)"
+    if args.extends is not None and not Path(args.extends).is_file():
+        return f"--extends {args.extends}: no such file"
+    return None
+
+
+def _output_path(args: argparse.Namespace) -> Path:
+    return Path(args.output) if args.output else Path(f"{args.name}.yaml")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Write the policy. Returns the exit code."""
+    from ctxpolicy.atomic import write_text_atomic
+    from ctxpolicy.editing import check_candidate
+
+    problem = _check_arguments(args)
+    if problem is not None:
+        _err(problem)
+        return 2
+    output = _output_path(args)
+    folder = output.parent if str(output.parent) else Path()
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        extends = None if args.extends is None else relative_posix(Path(args.extends), folder)
+        schema = relative_posix(find_schema(folder.resolve()), folder)
+        text = render_team_policy(args.name, extends=extends, schema=schema)
+        issues = [i for i in check_candidate(output, text) if i.severity == "error"]
+        if issues:
+            for issue in issues:
+                _err(issue.format_text())
+            _err(f"{output}: not written: the new policy would not validate (see above)")
+            return 2
+        write_text_atomic(output, text, overwrite=bool(args.force))
+    except FileExistsError:
+        _err(f"{output}: file exists; not overwritten (use --force to replace it)")
+        return 2
+    except OSError as exc:
+        _err(f"{output}: cannot write: {exc.strerror or exc}")
+        return 2
+    sys.stdout.write(f"wrote {output}\n")
+    return 0

@@ -1,0 +1,70 @@
+"""``ctxpolicy set POLICY KEY VALUE``: edit one value in place, keeping comments and layout.
+
+The edit patches only the characters of the value being changed (see
+`ctxpolicy.editing`), validates the edited policy before anything is written, and
+replaces the file atomically with its permission bits kept. An invalid edit prints the
+issues, exits 1 and leaves the file byte-identical.
+
+Exit codes: 0 written (or already set), 1 the edit would make the policy invalid,
+2 unreadable file, bad key or value syntax, or an edit that cannot be applied safely.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+HELP = "edit one value of a policy file in place (keeps comments and layout)"
+
+_EPILOG = """examples:
+  ctxpolicy set policies/base.yaml enable_share_context false
+  ctxpolicy set policies/base.yaml budget.ratios.query 0.1
+  ctxpolicy set policies/base.yaml processes.mapreduce_worker.include \\
+      "[framework__context, knowledge__context]"
+values are YAML: 0.1 is a number, false a boolean, [a, b] a list, '"false"' a string.
+"""
+
+
+def _err(message: str) -> None:
+    sys.stderr.write(message + "\n")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Declare the arguments of ``set``."""
+    parser.description = HELP
+    parser.epilog = _EPILOG
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.add_argument("policy", metavar="POLICY", help="policy file (.yaml, .yml or .toml)")
+    parser.add_argument("key", metavar="KEY", help="dotted key, e.g. budget.ratios.query")
+    parser.add_argument("value", metavar="VALUE", help="new value as YAML, e.g. 0.1 or [a, b]")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Apply the edit; print what happened. Returns the exit code."""
+    from ctxpolicy.editing import EditError, set_policy_value
+    from ctxpolicy.errors import PolicyValidationError
+
+    try:
+        result = set_policy_value(args.policy, args.key, args.value)
+    except EditError as exc:
+        _err(f"{args.policy}: {exc}")
+        return 2
+    except PolicyValidationError as exc:
+        for issue in exc.issues:
+            _err(issue.format_text())
+        _err(
+            f"{args.policy}: not changed: setting {args.key} to {args.value} would make "
+            "the policy invalid"
+        )
+        return 1
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        _err(f"{args.policy}: cannot edit: {reason}")
+        return 2
+    for warning in result.warnings:
+        _err(warning.format_text())
+    if result.changed:
+        sys.stdout.write(f"{args.policy}: {args.key} = {args.value}\n")
+    else:
+        sys.stdout.write(f"{args.policy}: {args.key} already is {args.value}; file unchanged\n")
+    return 0

@@ -1,0 +1,40 @@
+"""The published pre-commit hook and the repository's own use of it."""
+
+from __future__ import annotations
+
+import re
+import shlex
+
+from ruamel.yaml import YAML
+
+from tests.editing.conftest import REPO, run_cli
+
+
+def load(name: str):
+    return YAML(typ="safe", pure=True).load((REPO / name).read_text(encoding="utf-8"))
+
+
+def test_published_hook() -> None:
+    [hook] = load(".pre-commit-hooks.yaml")
+    assert hook["id"] == "ctxpolicy-validate"
+    assert hook["entry"] == "ctxpolicy validate"
+    assert hook["language"] == "python"  # installs this package, console script included
+    assert hook["pass_filenames"] is False  # validates the whole folder: children of a base
+    for name in ("policies/base.yaml", "policies/teams/analytics.toml", "x/templates/todo.j2"):
+        assert re.search(hook["files"], name)
+    assert not re.search(hook["files"], "README.md")
+
+
+def test_repository_uses_its_own_hook(monkeypatch, capsys) -> None:
+    config = load(".pre-commit-config.yaml")
+    [repo] = config["repos"]
+    assert repo["repo"] == "local"
+    [hook] = repo["hooks"]
+    assert hook["id"] == "ctxpolicy-validate"
+    assert re.search(hook["files"], "policies/teams/data-platform.yaml")
+    argv = shlex.split(hook["entry"])
+    assert argv[:2] == [".venv/bin/ctxpolicy", "validate"]
+    # the same command, in-process, from the repository root: the bundled policies pass
+    monkeypatch.chdir(REPO)
+    assert run_cli(*argv[1:]) == 0
+    capsys.readouterr()
