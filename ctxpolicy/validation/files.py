@@ -32,6 +32,7 @@ def resolve_inside(base: Path, relative: str) -> tuple[Path | None, str | None, 
     ):
         reason = f"{relative!r} is absolute; give a path relative to {_shown(base)}"
         return None, "path.absolute", reason
+    base = Path(os.path.normpath(base))  # a parent reached through extends: "teams/.."
     lexical = Path(os.path.normpath(base / relative))
     if not lexical.is_relative_to(base):
         return None, "path.outside", f"{relative!r} leaves the policy's folder {_shown(base)}"

@@ -164,3 +164,13 @@ def test_console_script_runs(tmp_path: Path) -> None:
     done = subprocess.run([str(script), "validate", str(REPO / "policies")],
                           capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_child_validates_from_inside_its_own_folder(monkeypatch) -> None:
+    """A parent's template_file resolves the same whatever the working directory
+    (regression: the parent folder reached through ``teams/..`` was not normalised)."""
+    from ctxpolicy.cli import main
+
+    teams = Path(__file__).resolve().parents[2] / "policies" / "teams"
+    monkeypatch.chdir(teams)
+    assert main(["validate", "data-platform.yaml", "analytics.toml"]) == 0
