@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck bench clean system-deps
+.PHONY: demo test lint bench clean system-deps docs-preview
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -14,21 +14,29 @@ $(STAMP): pyproject.toml
 
 demo: $(STAMP)
 	$(BIN)/ctxpolicy validate policies/
-	$(BIN)/ctxpolicy show policies/base.yaml
+	$(BIN)/ctxpolicy preview policies/base.yaml --process react --state examples/state.json
+	$(BIN)/ctxpolicy preview policies/base.yaml --process mapreduce_worker --state examples/state.json \
+		--query "Count the rows of dwd.orders_daily for 2024-06-01"
+	$(BIN)/ctxpolicy preview policies/docs-demo.yaml --process mapreduce_worker \
+		--query "Which schema should a revenue query use?"
 
 lint: $(STAMP)
-	$(BIN)/ruff check ctxpolicy tests examples benchmarks
+	$(BIN)/ruff check ctxpolicy tests examples benchmarks docs
 	$(BIN)/mypy
 
 system-deps:
 	@bash tools/system-deps.sh
 
+# The browser and database tests must run here, not skip: system-deps installs both.
 test: $(STAMP) system-deps lint
-	$(BIN)/python -m pytest -q
+	CTXPOLICY_REQUIRE_BROWSER=1 CTXPOLICY_REQUIRE_POSTGRES=1 $(BIN)/python -m pytest -q
 
 bench: $(STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[bench]'
 	$(BIN)/python benchmarks/run.py
+
+docs-preview: $(STAMP)
+	$(BIN)/python docs/make_preview.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -14,7 +14,7 @@ import json
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
     from langchain_core.messages import BaseMessage
@@ -56,7 +56,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="override enable_share_context for this preview",
     )
-    parser.add_argument("--format", choices=("text", "json"), default="text")
+    parser.add_argument(
+        "--format",
+        choices=("text", "json", "html"),
+        default="text",
+        help="text (coloured on a terminal), json, or a self-contained html page",
+    )
+    parser.add_argument(
+        "--output",
+        "-o",
+        metavar="FILE",
+        help="write the preview to FILE (atomically) instead of standard output",
+    )
 
 
 def _read_text(path: Path, *, what: str) -> str:
@@ -236,15 +247,56 @@ def _message_layers(result: ComposeResult) -> list[str]:
     return names
 
 
-def run(args: argparse.Namespace) -> int:
-    """Run ``ctxpolicy preview``; exit 0 ok, 1 invalid policy or composition, 2 bad input."""
-    from ctxpolicy.engine import PolicyEngine
-    from ctxpolicy.errors import (
-        CtxPolicyError,
-        PolicyValidationError,
-        QueryPathError,
-        UnknownProcessError,
-    )
+def _stdout_wants_color() -> bool:
+    from ctxpolicy.render.terminal import color_enabled
+
+    return color_enabled(sys.stdout)
+
+
+def render_preview(
+    result: ComposeResult,
+    plan: LayerPlan,
+    *,
+    policy: Policy,
+    source: str,
+    fmt: Literal["text", "json", "html"],
+    color: bool = False,
+) -> str:
+    """Render a composed call as ``text`` (with the stacked window bar), ``json`` or ``html``."""
+    layers = _message_layers(result)
+    as_json = render_json(result, plan, layers=layers)
+    if fmt == "json":
+        return as_json
+    data = json.loads(as_json)
+    data.update(policy=policy.name, source=source)
+    if fmt == "html":
+        from ctxpolicy.render.html import render_preview_html
+
+        return render_preview_html(data)
+    from ctxpolicy.render.terminal import format_stacked_bar
+
+    text = render_text(result, plan, policy=policy, layers=layers)
+    return "\n".join([text, "", *format_stacked_bar(data, color=color)])
+
+
+def emit(rendered: str, *, output: str | None) -> int:
+    """Write to standard output, or atomically to ``output``; exit 2 if it cannot be written."""
+    if output is None:
+        sys.stdout.write(rendered + "\n")
+        return EXIT_OK
+    from ctxpolicy.atomic import write_text_atomic
+
+    try:
+        write_text_atomic(output, rendered + "\n")
+    except OSError as exc:
+        _err(f"ctxpolicy preview: --output {output}: {exc.strerror or exc}")
+        return EXIT_USAGE
+    return EXIT_OK
+
+
+def _load_inputs(args: argparse.Namespace) -> tuple[Policy, dict[str, Any], str] | int:
+    """Policy, state and system prompt from the arguments, or the exit code of bad input."""
+    from ctxpolicy.errors import PolicyValidationError
     from ctxpolicy.loading import load_policy
 
     share = None if args.share_context is None else args.share_context == "true"
@@ -263,6 +315,18 @@ def run(args: argparse.Namespace) -> int:
     except OSError as exc:
         _err(f"ctxpolicy preview: {args.policy}: {exc.strerror or exc}")
         return EXIT_USAGE
+    return policy, state, system_prompt
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``ctxpolicy preview``; exit 0 ok, 1 invalid policy or composition, 2 bad input."""
+    from ctxpolicy.engine import PolicyEngine
+    from ctxpolicy.errors import CtxPolicyError, QueryPathError, UnknownProcessError
+
+    loaded = _load_inputs(args)
+    if isinstance(loaded, int):
+        return loaded
+    policy, state, system_prompt = loaded
     engine = PolicyEngine(tolerant_policy(policy))
     try:
         plan = engine.plan(args.process)
@@ -275,12 +339,15 @@ def run(args: argparse.Namespace) -> int:
     except CtxPolicyError as exc:
         _err(f"ctxpolicy preview: {exc}")
         return EXIT_INVALID
-    layers = _message_layers(result)
-    if args.format == "json":
-        sys.stdout.write(render_json(result, plan, layers=layers) + "\n")
-    else:
-        sys.stdout.write(render_text(result, plan, policy=policy, layers=layers) + "\n")
-    return EXIT_OK
+    rendered = render_preview(
+        result,
+        plan,
+        policy=policy,
+        source=str(args.policy),
+        fmt=args.format,
+        color=args.output is None and _stdout_wants_color(),
+    )
+    return emit(rendered, output=args.output)
 
 
-__all__ = ["HELP", "add_arguments", "load_state", "run"]
+__all__ = ["HELP", "add_arguments", "emit", "load_state", "render_preview", "run"]

@@ -132,3 +132,43 @@ def test_budget_error_exits_1(capsys: pytest.CaptureFixture[str], tmp_path: Path
     code, _, err = run(capsys, str(policy), "--system-prompt", "word " * 200, "--state", STATE)
     assert code == 1
     assert "layer 'system_prompt' needs" in err
+
+
+def test_html_preview_written_atomically_to_a_file(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    page = tmp_path / "preview.html"
+    code, out, err = run(
+        capsys, BASE, "--process", "react", "--state", STATE, "--format", "html", "-o", str(page)
+    )
+    assert code == 0, err
+    assert out == ""
+    html = page.read_text(encoding="utf-8")
+    assert html.lstrip().lower().startswith("<!doctype html")
+    assert "checkpoint_messages" in html and "framework__context" in html
+    assert [p.name for p in tmp_path.iterdir()] == ["preview.html"]  # no temp file left
+
+
+def test_output_into_a_missing_folder_exits_2_and_writes_nothing(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    target = tmp_path / "missing" / "preview.html"
+    code, _, err = run(capsys, BASE, "--process", "react", "--state", STATE, "-o", str(target))
+    assert code == 2
+    assert "--output" in err and "Traceback" not in err
+    assert not target.parent.exists()
+
+
+def test_text_preview_shows_the_stacked_window_bar_coloured_only_when_asked(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("NO_COLOR", "1")
+    code, plain, _ = run(capsys, BASE, "--process", "react", "--state", STATE)
+    assert code == 0
+    assert "\x1b[" not in plain
+    assert "tokens (" in plain and "free" in plain  # "[####....] 1,234 / 115,200 tokens (1.1%)"
+    monkeypatch.delenv("NO_COLOR")
+    monkeypatch.setenv("FORCE_COLOR", "1")
+    code, colored, _ = run(capsys, BASE, "--process", "react", "--state", STATE)
+    assert code == 0
+    assert "\x1b[" in colored
