@@ -38,6 +38,8 @@ from ctxpolicy.history import fit_history
 from ctxpolicy.tokens import MESSAGE_OVERHEAD, Tokenizer, get_tokenizer
 
 MAX_TOKENS = 8_000
+#: Next turns measured per repetition of the end-to-end case (each with 2 new messages).
+WARM_TURNS = 5
 SKIPPED = {
     "llamaindex": "llama-index is not installed in this environment (ChatMemoryBuffer skipped)",
     "priompt": "Priompt is a TypeScript library; not run from Python (skipped)",
@@ -217,11 +219,25 @@ ENGINE_POLICY: dict[str, Any] = {
 }
 
 
+def _history_of(result: Any) -> tuple[int, int]:
+    """(index of the first history message in ``result.messages``, how many)."""
+    start = 0
+    for layer in result.report.layers:
+        if layer.name == "checkpoint_messages":
+            return start, layer.messages
+        start += layer.messages
+    raise AssertionError("no checkpoint_messages layer in the report")
+
+
 def bench_engine(n: int, *, repeats: int, tok: Tokenizer) -> dict[str, Any]:
     """End-to-end ``PolicyEngine.compose`` (public API) on the same history, cold and warm.
 
-    Cold clears the process-wide tokenizer caches first; warm composes the next turn
-    (2 new messages) right after composing this one.
+    Per repetition, interleaved: ``trim_messages`` (the peer); ``compose_cold`` (the
+    process-wide tokenizer caches cleared first: a fresh process with the tokenizer
+    loaded); ``encode_kept`` (encoding, without any cache, every message the call sends
+    plus the history message just before the kept window: the reference of the cold
+    target); ``compose_warm`` (the next turn, 2 new messages, right after); and
+    ``encode_new`` (encoding the 2 new messages: the reference of the warm target).
     """
     from ctxpolicy.engine import PolicyEngine
     from ctxpolicy.policy import Policy
@@ -229,31 +245,95 @@ def bench_engine(n: int, *, repeats: int, tok: Tokenizer) -> dict[str, Any]:
     engine = PolicyEngine(Policy.model_validate(ENGINE_POLICY))
     shared = get_tokenizer("cl100k_base")
     history = make_history(n)
+    exact = _uncached_counter(tok)
     system_prompt = "You are a careful data engineer."
-    samples: dict[str, list[float]] = {"compose_cold": [], "compose_warm": [], "encode_new": []}
+
+    def run_trim() -> list[BaseMessage]:
+        return trim_messages(
+            history,
+            max_tokens=MAX_TOKENS,
+            token_counter=lambda msgs: sum(exact(m) for m in msgs),
+            strategy="last",
+            start_on="human",
+            include_system=False,
+            allow_partial=False,
+        )
+
+    keys = ("trim_messages", "compose_cold", "encode_kept", "compose_warm", "encode_new")
+    samples: dict[str, list[float]] = {k: [] for k in keys}
+    # what a call sends, plus the history message just before the kept window: the
+    # reference of the cold target (the same every repetition: same input)
+    reference = engine.compose(system_prompt=system_prompt, checkpoint_messages=history)
+    first, kept = _history_of(reference)
+    sent = list(reference.messages) + history[len(history) - kept - 1 : len(history) - kept]
     for rep in range(repeats):
         gc.collect()
-        shared.clear_cache()
-        ms, _ = _timed(
-            lambda: engine.compose(system_prompt=system_prompt, checkpoint_messages=history)
-        )
-        samples["compose_cold"].append(ms)
-        new = make_next_turn(n, turn=20_000 + rep)
-        next_history = history + new
-        ms, _ = _timed(
-            lambda nh=next_history: engine.compose(
-                system_prompt=system_prompt, checkpoint_messages=nh
+        ms, trimmed = _timed(run_trim)
+        samples["trim_messages"].append(ms)
+
+        def cold() -> Any:
+            shared.clear_cache()  # outside the timed part: _timed wraps the compose only
+            return _timed(
+                lambda: engine.compose(system_prompt=system_prompt, checkpoint_messages=history)
             )
-        )
-        samples["compose_warm"].append(ms)
-        ms, _ = _timed(lambda new=new: _encode_all(tok, new))
-        samples["encode_new"].append(ms)
+
+        def encode_sent(sent: list[BaseMessage] = sent) -> tuple[float, Any]:
+            return _timed(lambda: _encode_all(tok, sent))
+
+        # alternate which of the two encodes these texts first (CPU caches favour the second)
+        order = [("compose_cold", cold), ("encode_kept", encode_sent)]
+        for key, fn in order if rep % 2 == 0 else reversed(order):
+            ms, value = fn()
+            samples[key].append(ms)
+            if key == "compose_cold":
+                first, kept = _history_of(value)
+                sent_history = [id(m) for m in value.messages[first : first + kept]]
+                if sent_history != [id(m) for m in trimmed]:
+                    raise AssertionError(f"N={n}: compose and trim_messages kept different history")
+                if len(value.messages) + 1 != len(sent):
+                    raise AssertionError(f"N={n}: compose sent a different number of messages")
+
+        current = history
+        for turn in range(WARM_TURNS):  # several next turns per repetition: warm is cheap
+            new = make_next_turn(n, turn=20_000 + rep * WARM_TURNS + turn)
+            current = current + new  # the application appends; not part of composing
+
+            def warm(nh: list[BaseMessage] = current) -> Any:
+                return engine.compose(system_prompt=system_prompt, checkpoint_messages=nh)
+
+            def encode_new(new: list[BaseMessage] = new) -> int:
+                return _encode_all(tok, new)
+
+            order = [("compose_warm", warm), ("encode_new", encode_new)]
+            for key, fn in order if turn % 2 == 0 else reversed(order):
+                ms, value = _timed(fn)
+                samples[key].append(ms)
+                if key == "compose_warm" and value.messages[-2:] != new:
+                    raise AssertionError("the next turn did not send the new messages last")
+
+    def cold_compose() -> Any:
+        shared.clear_cache()
+        return engine.compose(system_prompt=system_prompt, checkpoint_messages=history)
+
+    cold_compose()  # untraced warm-up of code paths; the traced run starts cold again
     medians = {k: statistics.median(v) for k, v in samples.items()}
     return {
         "n": n,
         "repeats": repeats,
+        "kept_messages": kept,
         "median_ms": medians,
-        "ratios": {"compose_warm_over_encode_new": _paired(samples, "compose_warm", "encode_new")},
+        "compose_cold_peak_kib": _peak_kib(cold_compose),
+        "ratios": {
+            "trim_messages_over_compose_cold": _paired(samples, "trim_messages", "compose_cold"),
+            "compose_cold_over_encode_kept": _paired(samples, "compose_cold", "encode_kept"),
+            "compose_warm_over_encode_new": _paired(samples, "compose_warm", "encode_new"),
+        },
+        "warm_overhead_us": 1000 * _paired_difference(samples, "compose_warm", "encode_new"),
+        # the warm target: compose_warm - 2 x encode_new (paired), in microseconds
+        "warm_excess_us": 1000
+        * statistics.median(
+            w - 2 * e for w, e in zip(samples["compose_warm"], samples["encode_new"], strict=True)
+        ),
     }
 
 
@@ -262,11 +342,7 @@ def run(*, quick: bool = False) -> dict[str, Any]:
     tok = get_tokenizer("cl100k_base")
     plan = [(100, 5), (1_000, 3)] if quick else [(100, 41), (1_000, 21), (10_000, 7)]
     sizes = [bench_size(n, repeats=r, tok=tok) for n, r in plan]
-    engine: list[dict[str, Any]] | str
-    try:
-        engine = [bench_engine(n, repeats=r, tok=tok) for n, r in plan]
-    except Exception as exc:  # the engine is another module's work: report, do not hide
-        engine = f"engine compose case failed: {type(exc).__name__}: {str(exc).splitlines()[0]}"
+    engine = [bench_engine(n, repeats=r, tok=tok) for n, r in plan]
     return {
         "name": "compose",
         "max_tokens": MAX_TOKENS,
@@ -309,16 +385,24 @@ def table(result: dict[str, Any]) -> str:
     elif engine:
         lines += [
             "",
-            "End to end, `PolicyEngine.compose` (system prompt + history + query), median ms:",
+            "End to end, `PolicyEngine.compose` (system prompt + history), median ms:",
             "",
-            "| N | compose cold | compose next turn | encode 2 new | warm/encode new |",
-            "|---:|---:|---:|---:|---:|",
+            (
+                "| N | kept | trim_messages | compose cold | encode sent (+1) | compose next turn "
+                "| encode 2 new | trim/cold | cold/encode sent | warm/encode new "
+                "| warm - encode new | cold peak memory |"
+            ),
+            "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
         ]
         for size in engine:
-            m = size["median_ms"]
+            m, r = size["median_ms"], size["ratios"]
             lines.append(
-                f"| {size['n']:,} | {m['compose_cold']:.2f} | {m['compose_warm']:.3f} "
-                f"| {m['encode_new']:.3f} | {size['ratios']['compose_warm_over_encode_new']:.2f} |"
+                f"| {size['n']:,} | {size['kept_messages']} | {m['trim_messages']:.2f} "
+                f"| {m['compose_cold']:.3f} | {m['encode_kept']:.3f} | {m['compose_warm']:.3f} "
+                f"| {m['encode_new']:.3f} | {r['trim_messages_over_compose_cold']:.0f}x "
+                f"| {r['compose_cold_over_encode_kept']:.2f} "
+                f"| {r['compose_warm_over_encode_new']:.2f} "
+                f"| {size['warm_overhead_us']:.0f} us | {size['compose_cold_peak_kib']:.0f} KiB |"
             )
     imp = result["import"]
     lines += [

@@ -38,6 +38,16 @@ RESULTS = HERE / "results"
 # ---------------------------------------------------------------------------------------
 FIRST = ("bench_compose",)
 
+# Targets of issue 8 (ratios measured side by side in one run; never timed tests).
+COLD_MAX = 1.3  # compose cold <= 1.3 x encoding what is sent (+ the message before)
+TRIM_MIN = 100.0  # trim_messages / compose cold at N = 10,000
+WARM_FACTOR = 2.0  # next turn <= 2 x encoding the 2 new messages ...
+WARM_CONSTANT_US = 100.0  # ... + this small constant (per call, independent of N)
+MEMORY_MAX = 1.25  # 10,000-item memory layer: compose at N=10,000 / at N=100 (history)
+IMPORT_MAX_MS = 40.0  # python -c "import ctxpolicy" minus bare python
+VALIDATE_MAX = 0.35  # ctxpolicy validate / check-jsonschema, 100 files
+PEAK_MAX = 1.5  # compose cold peak memory at N = 10,000 / at N = 100
+
 
 def discover(only: list[str] | None) -> list[str]:
     names = sorted(path.stem for path in HERE.glob("bench_*.py"))
@@ -96,6 +106,125 @@ def run_module(name: str, *, quick: bool) -> tuple[dict[str, Any], str]:
     return result, text
 
 
+def _row(target: str, measured: str, goal: str, ok: bool | None) -> dict[str, Any]:
+    status = "NOT RUN" if ok is None else ("PASS" if ok else "MISS")
+    return {"target": target, "measured": measured, "goal": goal, "status": status}
+
+
+def evaluate(benchmarks: dict[str, Any]) -> list[dict[str, Any]]:
+    """One row per target of issue 8: what was measured, the goal, PASS / MISS / NOT RUN."""
+    rows: list[dict[str, Any]] = []
+    compose = benchmarks.get("compose") or {}
+    engine = compose.get("engine")
+    if isinstance(engine, list) and engine:
+        for size in engine:
+            n, r = size["n"], size["ratios"]
+            cold = r["compose_cold_over_encode_kept"]
+            rows.append(
+                _row(
+                    f"cold compose / encode sent (+1), N={n:,}",
+                    f"{cold:.2f}",
+                    f"<= {COLD_MAX}",
+                    cold <= COLD_MAX,
+                )
+            )
+        for size in engine:
+            n = size["n"]
+            excess = size["warm_excess_us"]
+            ratio = size["ratios"]["compose_warm_over_encode_new"]
+            rows.append(
+                _row(
+                    f"next turn - 2 x encode 2 new, N={n:,}",
+                    f"{excess:+.0f} us (warm/encode new {ratio:.2f})",
+                    f"<= {WARM_CONSTANT_US:.0f} us",
+                    excess <= WARM_CONSTANT_US,
+                )
+            )
+        largest = max(engine, key=lambda size: size["n"])
+        trim = largest["ratios"]["trim_messages_over_compose_cold"]
+        rows.append(
+            _row(
+                f"trim_messages / cold compose, N={largest['n']:,}",
+                f"{trim:.0f}x",
+                f">= {TRIM_MIN:.0f}x",
+                trim >= TRIM_MIN if largest["n"] >= 10_000 else None,
+            )
+        )
+        smallest = min(engine, key=lambda size: size["n"])
+        peak = largest["compose_cold_peak_kib"] / smallest["compose_cold_peak_kib"]
+        rows.append(
+            _row(
+                f"compose peak memory N={largest['n']:,} / N={smallest['n']:,}",
+                f"{peak:.2f} ({largest['compose_cold_peak_kib']:.0f} / "
+                f"{smallest['compose_cold_peak_kib']:.0f} KiB)",
+                f"<= {PEAK_MAX}",
+                peak <= PEAK_MAX,
+            )
+        )
+    else:
+        rows.append(_row("end-to-end compose targets", "not measured", "-", None))
+    memory = benchmarks.get("memory_layer") or {}
+    if "by_history" in memory:
+        hist = memory["by_history"]
+        top, base = str(max(hist["history_sizes"])), min(hist["history_sizes"])
+        ratio = hist["ratio_to_smallest"][top]
+        rows.append(
+            _row(
+                f"{hist['memory_items']:,}-item memory layer, N={int(top):,} / N={base:,}",
+                f"{ratio:.2f} ({hist['median_ms'][top]:.2f} ms)",
+                f"<= {MEMORY_MAX}",
+                ratio <= MEMORY_MAX,
+            )
+        )
+        big, small = str(max(memory["sizes"])), min(memory["sizes"])
+        rows.append(
+            {
+                "target": f"(info) memory layer {int(big):,} items / {small:,} items",
+                "measured": f"{memory['ratio_to_smallest'][big]:.2f} "
+                f"({memory['median_ms'][big]:.2f} ms)",
+                "goal": "-",
+                "status": "info",
+            }
+        )
+    else:
+        rows.append(_row("memory layer independent of N", "not measured", "-", None))
+    imp = compose.get("import")
+    if imp:
+        added = imp["added_ms"]
+        rows.append(
+            _row(
+                "`import ctxpolicy` over bare Python",
+                f"{added:.1f} ms",
+                f"<= {IMPORT_MAX_MS:.0f} ms",
+                added <= IMPORT_MAX_MS,
+            )
+        )
+    validate = benchmarks.get("validate") or {}
+    if "ratio" in validate:
+        m = validate["median_ms"]
+        rows.append(
+            _row(
+                "`ctxpolicy validate` / `check-jsonschema`, 100 files",
+                f"{validate['ratio']:.2f} ({m['ctxpolicy_validate']:.0f} / "
+                f"{m['check_jsonschema']:.0f} ms)",
+                f"<= {VALIDATE_MAX}",
+                validate["ratio"] <= VALIDATE_MAX,
+            )
+        )
+    else:
+        rows.append(
+            _row("`ctxpolicy validate` / `check-jsonschema`", "not measured", "-", None)
+        )
+    return rows
+
+
+def targets_table(rows: list[dict[str, Any]]) -> str:
+    """The targets as a markdown table."""
+    lines = ["| target (issue 8) | measured | goal | status |", "|---|---:|---:|:---:|"]
+    lines += [f"| {r['target']} | {r['measured']} | {r['goal']} | {r['status']} |" for r in rows]
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Run the ctxpolicy benchmarks.")
     parser.add_argument("--quick", action="store_true", help="smoke run: fewer repetitions")
@@ -121,15 +250,30 @@ def main(argv: list[str] | None = None) -> int:
             result = {"error": f"{type(exc).__name__}: {exc}"}
             text = f"`{name}` failed: {type(exc).__name__}: {exc}"
         report["benchmarks"][name.removeprefix("bench_")] = result
-        tables.append(f"### {name.removeprefix('bench_')}\n\n{text}")
+        tables.append(f"## {name.removeprefix('bench_')}\n\n{text}")
         failed = failed or result.get("returncode", 0) != 0
 
+    report["finished"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    report["targets"] = evaluate(report["benchmarks"])
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n")
     m = report["machine"]
-    print(f"Machine: {m['platform']}, {m['cpus']} CPUs, Python {m['python']}\n")
-    print("\n\n".join(tables))
-    print(f"\nWrote {args.output.relative_to(HERE.parent)}")
+    header = (
+        f"Machine: {m['platform']}, {m['cpus']} CPUs, Python {m['python']}; "
+        f"run {report['started']} - {report['finished']}"
+        + (" (--quick)" if args.quick else "")
+    )
+    markdown = "\n\n".join(
+        [
+            f"# Benchmark results\n\n{header}",
+            "## Targets\n\n" + targets_table(report["targets"]),
+            *tables,
+        ]
+    )
+    markdown_path = args.output.with_suffix(".md")
+    markdown_path.write_text(markdown + "\n")
+    print(markdown)
+    print(f"\nWrote {args.output.relative_to(HERE.parent)} and {markdown_path.name}")
     return 1 if failed else 0
 
 

@@ -24,8 +24,8 @@ from ctxpolicy.report import (
     LayerCut,
     LayerReport,
     LayerSource,
+    PrefixHashes,
     SkippedCollector,
-    prefix_hashes,
 )
 
 if TYPE_CHECKING:
@@ -36,9 +36,10 @@ if TYPE_CHECKING:
 
 #: Label of the whole input in a `BudgetExceededError` about the total.
 TOTAL = "total"
-#: A dropped history prefix longer than this is not counted for the report (trimming
-#: costs what is kept, not the length of the history).
-MAX_COUNTED_DROPPED = 1000
+
+
+_Text = tuple[str, "Callable[[str], BaseMessage]", "BaseMessage"]
+"""A single-message layer's text, its message class, and the message built from it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,12 +47,13 @@ class SummarizeRequest:
     """Older history that did not fit and should be folded into a summary.
 
     Attributes:
-        dropped: The older prefix that did not fit (oldest first).
+        dropped: The older prefix that did not fit (oldest first; a read-only view of
+            the input history, see `ctxpolicy.history.PrefixView`).
         previous_summary: The ``compression__context`` text this call had.
         kept: The history that fits.
     """
 
-    dropped: tuple[BaseMessage, ...]
+    dropped: Sequence[BaseMessage]
     previous_summary: str | None
     kept: tuple[BaseMessage, ...]
 
@@ -65,7 +67,8 @@ class Composition:
         report: The per-layer report.
         message_layers: For each message, the layer it belongs to.
         kept_history: The history messages sent (after trimming and repairs).
-        dropped_history: The older history prefix that did not fit.
+        dropped_history: The older history prefix that did not fit (a read-only view
+            of the input, never a copy).
         summarize: Set when the history overflow is ``summarize`` and a prefix was
             dropped: the engine summarizes it and composes again.
         contexts: The block values used, uncut, by layer.
@@ -75,7 +78,7 @@ class Composition:
     report: ComposeReport
     message_layers: tuple[str, ...]
     kept_history: tuple[BaseMessage, ...]
-    dropped_history: tuple[BaseMessage, ...] = ()
+    dropped_history: Sequence[BaseMessage] = ()
     summarize: SummarizeRequest | None = None
     contexts: Mapping[str, str] = field(default_factory=dict)
 
@@ -190,9 +193,15 @@ def _fit_text(
     text: str,
     make: Callable[[str], BaseMessage],
     cap: int,
+    *,
+    message: BaseMessage | None = None,
 ) -> tuple[BaseMessage | None, int, list[LayerCut]]:
-    """Fit one text layer to ``cap``: (message or None, tokens, cuts)."""
-    message = make(text)
+    """Fit one text layer to ``cap``: (message or None, tokens, cuts).
+
+    ``message`` is ``make(text)`` when the caller built it already.
+    """
+    if message is None:
+        message = make(text)
     demand = tok.count_message(message)
     if demand <= cap:
         return message, demand, []
@@ -221,31 +230,61 @@ def _fit_text(
     return None, 0, [LayerCut("dropped", demand, 0, cap, f"{rule}: marker does not fit")]
 
 
-def _demand(
+def _demands(
     tok: Tokenizer,
-    layer: PlannedLayer,
+    plan: LayerPlan,
     *,
-    texts: Mapping[str, tuple[str, Callable[[str], BaseMessage]]],
+    texts: Mapping[str, _Text],
     history: Sequence[BaseMessage],
-    available: int,
-) -> int:
-    """Tokens ``layer`` would use uncut (the history counted only up to ``available``)."""
-    if layer.kind == "history":
-        return _history_demand(tok, history, available)
-    if layer.name not in texts:
-        return 0
-    text, make = texts[layer.name]
-    return tok.count_message(make(text))
+) -> dict[str, int]:
+    """Tokens each layer would use uncut, counting the history only as far as it matters.
+
+    Text layers are one message each. The history is counted newest-first only when
+    caps are redistributed, and only until it exceeds the most it could be given
+    (``available`` minus what the other layers keep): past that point its exact size
+    cannot change any cap, so the cost follows what is kept, not the history's length.
+    Without redistribution `_fit_history_layer` sets the history's demand from what
+    fitting counted.
+    """
+    demands: dict[str, int] = {}
+    history_layer: PlannedLayer | None = None
+    for layer in plan.layers:
+        if layer.kind == "history":
+            history_layer = layer
+            demands[layer.name] = 0
+        elif layer.name in texts:
+            demands[layer.name] = tok.count_message(texts[layer.name][2])
+        else:
+            demands[layer.name] = 0
+    if history_layer is not None and plan.redistribute and history:
+        caps = plan.caps
+        others = sum(
+            min(caps.get(name, 0), demand)
+            for name, demand in demands.items()
+            if name != history_layer.name
+        )
+        limit = max(plan.available_tokens - others, caps.get(history_layer.name, 0))
+        demands[history_layer.name] = count_newest(tok, history, limit)[0]
+    return demands
 
 
-def _history_demand(tok: Tokenizer, history: Sequence[BaseMessage], limit: int) -> int:
-    """Tokens of ``history``, counted newest-first, stopping once above ``limit``."""
+def count_newest(
+    tok: Tokenizer, messages: Sequence[BaseMessage], limit: int
+) -> tuple[int, bool]:
+    """Tokens of ``messages`` counted newest-first, stopping once above ``limit``.
+
+    Returns:
+        ``(tokens, complete)``: the tokens counted and whether every message was counted.
+    """
     total = 0
-    for message in reversed(history):
-        total += tok.count_message(message)
-        if total > limit:
-            break
-    return total
+    count_message = tok.count_message
+    left = len(messages)
+    for message in reversed(messages):
+        total += count_message(message)
+        left -= 1
+        if total > limit and left:
+            return total, False
+    return total, True
 
 
 def compose_layers(
@@ -297,10 +336,7 @@ def compose_layers(
     available = plan.available_tokens
 
     texts = _layer_texts(plan, system_prompt=system_prompt, values=values, query=query)
-    demands = {
-        layer.name: _demand(tok, layer, texts=texts, history=history, available=available)
-        for layer in plan.layers
-    }
+    demands = _demands(tok, plan, texts=texts, history=history)
     caps = plan.caps
     if plan.redistribute:
         caps = redistribute_caps(caps, demands, order=plan.names, available=available)
@@ -323,8 +359,8 @@ def compose_layers(
                 request_summary=request_summary,
             )
         elif layer.name in texts:
-            text, make = texts[layer.name]
-            message, tokens, cuts = _fit_text(tok, layer, text, make, record.cap)
+            text, make, built = texts[layer.name]
+            message, tokens, cuts = _fit_text(tok, layer, text, make, record.cap, message=built)
             record.cuts.extend(cuts)
             if message is not None:
                 record.messages, record.tokens = [message], tokens
@@ -333,10 +369,12 @@ def compose_layers(
 
     messages: list[BaseMessage] = []
     message_layers: list[str] = []
+    total = 0  # == count_messages(messages): every record's tokens are its messages' counts
     for layer in plan.layers:
-        messages.extend(fitted[layer.name].messages)
-        message_layers.extend([layer.name] * len(fitted[layer.name].messages))
-    total = tok.count_messages(messages)
+        record = fitted[layer.name]
+        messages.extend(record.messages)
+        message_layers.extend([layer.name] * len(record.messages))
+        total += record.tokens
     if total > available:
         raise BudgetExceededError(TOTAL, total, available, detail="the layers together")
     report = _build_report(
@@ -390,9 +428,9 @@ def _layer_texts(
     system_prompt: str,
     values: Mapping[str, str | None],
     query: str | None,
-) -> dict[str, tuple[str, Callable[[str], BaseMessage]]]:
-    """Non-empty text and message class of every single-message layer of the plan."""
-    out: dict[str, tuple[str, Callable[[str], BaseMessage]]] = {}
+) -> dict[str, _Text]:
+    """Non-empty text, message class and message of every single-message layer."""
+    out: dict[str, _Text] = {}
     for layer in plan.layers:
         if layer.kind == "system_prompt":
             text: str | None = system_prompt
@@ -406,14 +444,15 @@ def _layer_texts(
         else:
             continue
         if text:
-            out[layer.name] = (text, message_factory(role))
+            make = message_factory(role)
+            out[layer.name] = (text, make, make(text))
     return out
 
 
 @dataclass(frozen=True, slots=True)
 class _HistoryOutcome:
     kept: tuple[BaseMessage, ...]
-    dropped: tuple[BaseMessage, ...]
+    dropped: Sequence[BaseMessage]
     summarize: SummarizeRequest | None
 
 
@@ -431,13 +470,21 @@ def _fit_history_layer(
     previous_summary: str | None,
     request_summary: bool,
 ) -> _HistoryOutcome:
-    """Fit the history to its cap (newest-first, whole units) and apply its overflow."""
+    """Fit the history to its cap (newest-first, whole units) and apply its overflow.
+
+    Cost follows what is kept: the dropped prefix is a view (never copied) and is
+    counted only where its size is the point, i.e. for overflow ``error`` (the error
+    names the history's full size) and ``summarize`` (the summarizer reads all of it
+    anyway). For ``drop_oldest`` the report gives the number of dropped messages, and
+    their tokens only when counting stopped inside them anyway (the unit that did not
+    fit, and whatever the demand count already covered); else ``tokens`` is None.
+    """
     from ctxpolicy.history import fit_history
 
     layer, cap = record.layer, record.cap
     record.source = "history"
     fit = fit_history(history, max_tokens=cap, count=tok.count_message)
-    kept, dropped = tuple(fit.kept), tuple(fit.dropped)
+    kept, dropped = fit.kept, fit.dropped
     record.messages = list(kept)
     record.tokens = fit.tokens
     # leading AI units removed next to the cut are part of the trim, not a repair
@@ -448,17 +495,29 @@ def _fit_history_layer(
         record.cuts.append(LayerCut("repaired", 0, len(repairs), None, "structure"))
         record.repairs.extend(repairs)
     summarize: SummarizeRequest | None = None
-    if dropped:
-        dropped_tokens: int | None = None
-        if layer.overflow == "error" or len(dropped) <= MAX_COUNTED_DROPPED:
+    if not dropped:
+        # everything was walked; messages removed as repairs still count as demand
+        whole = tok.count_messages(history) if repairs else fit.tokens
+        record.demand = max(record.demand, whole)
+    else:
+        summarizing = layer.overflow == "summarize" and request_summary
+        dropped_tokens: int | None
+        if layer.overflow == "error" or summarizing:
             dropped_tokens = tok.count_messages(dropped)
+        else:  # drop_oldest: count only as far as already counted (plus the unit over)
+            counted, complete = count_newest(
+                tok, dropped, max(record.demand - fit.tokens, cap - fit.tokens)
+            )
+            dropped_tokens = counted if complete else None
+            record.demand = max(record.demand, fit.tokens + counted)
+        if dropped_tokens is not None:
             record.demand = max(record.demand, fit.tokens + dropped_tokens)
         if layer.overflow == "error":
             raise BudgetExceededError(
                 layer.name, record.demand, cap, detail="overflow rule 'error'"
             )
         action: Literal["summarized", "dropped_oldest"] = "dropped_oldest"
-        if layer.overflow == "summarize" and request_summary:
+        if summarizing:
             summarize = SummarizeRequest(dropped, previous_summary, kept)
             action = "summarized"
         record.cuts.append(LayerCut(action, dropped_tokens, len(dropped), cap, layer.overflow))
@@ -535,7 +594,7 @@ def _build_report(
         total_tokens=total,
         layers=tuple(reports),
         skipped=tuple(skipped),
-        prefix_hashes=prefix_hashes(messages),
+        prefix_hashes=PrefixHashes(messages),
         warnings=tuple(warnings),
         summarized=summarized,
     )
@@ -605,5 +664,6 @@ __all__ = [
     "check_query_path",
     "compose_layers",
     "compose_messages",
+    "count_newest",
     "message_factory",
 ]

@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, overload
 
 from ctxpolicy.collectors.base import CollectRequest
 from ctxpolicy.compose import (
@@ -80,26 +80,98 @@ class _Call:
     plan: LayerPlan
     system_prompt: str
     state: Mapping[str, Any]
-    history: tuple[BaseMessage, ...]
+    history: Sequence[BaseMessage]
     query: str | None
     overrides: Mapping[str, str | None]
     requests: tuple[CollectRequest, ...]
     services: Mapping[str, Any]
 
 
-def _as_messages(value: Any, *, argument: str) -> tuple[BaseMessage, ...]:
-    from langchain_core.messages import BaseMessage, convert_to_messages
+class MessagesView(Sequence["BaseMessage"]):
+    """A read-only view of a caller's history that converts items only when read.
 
+    ``checkpoint_messages`` (or ``state["messages"]``) is neither copied nor checked
+    whole: composing reads the newest messages and stops once the budget is full, so
+    its cost grows with what is kept, not with the length of the history. An item that
+    is not a ``BaseMessage`` (a dict, a ``(role, content)`` pair, ...) is converted with
+    langchain-core's ``convert_to_messages`` when it is read (once; the result is kept),
+    and an item that cannot be converted raises ``ValueError`` naming its index.
+
+    The caller's list must not change while a call runs (the engine reads it, it never
+    writes it).
+    """
+
+    __slots__ = ("_argument", "_converted", "_items", "_message_type")
+
+    def __init__(self, items: Sequence[Any], *, argument: str) -> None:
+        from langchain_core.messages import BaseMessage
+
+        self._items = items
+        self._argument = argument
+        self._converted: dict[int, BaseMessage] = {}
+        self._message_type = BaseMessage
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    @overload
+    def __getitem__(self, index: int) -> BaseMessage: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> tuple[BaseMessage, ...]: ...
+
+    def __getitem__(self, index: int | slice) -> BaseMessage | tuple[BaseMessage, ...]:
+        if isinstance(index, slice):
+            items = self._items
+            message_type = self._message_type
+            return tuple(
+                item if isinstance(item, message_type) else self._convert(i, item)
+                for i, item in zip(range(*index.indices(len(items))), items[index], strict=True)
+            )
+        item = self._items[index]
+        if isinstance(item, self._message_type):
+            return item
+        return self._convert(index.__index__(), item)
+
+    def _convert(self, index: int, item: Any) -> BaseMessage:
+        if index < 0:
+            index += len(self._items)
+        found = self._converted.get(index)
+        if found is not None:
+            return found
+        from langchain_core.messages import convert_to_messages
+
+        try:
+            (message,) = convert_to_messages([item])
+        except Exception as exc:  # langchain raises ValueError/NotImplementedError/KeyError
+            raise ValueError(
+                f"{self._argument}[{index}]: not a message ({type(item).__name__}): {exc}"
+            ) from exc
+        self._converted[index] = message
+        return message
+
+    def __iter__(self) -> Iterator[BaseMessage]:
+        for i in range(len(self._items)):
+            yield self[i]
+
+    def __reversed__(self) -> Iterator[BaseMessage]:
+        for i in range(len(self._items) - 1, -1, -1):
+            yield self[i]
+
+
+def _as_messages(value: Any, *, argument: str) -> Sequence[BaseMessage]:
+    """The history argument as a sequence of messages, without copying or walking it.
+
+    Raises:
+        TypeError: ``value`` is not a sequence (or is a string).
+    """
     if value is None:
         return ()
     if isinstance(value, str | bytes) or not isinstance(value, Sequence):
         raise TypeError(f"{argument} must be a sequence of messages, got {type(value).__name__}")
-    if all(isinstance(m, BaseMessage) for m in value):
-        return tuple(value)
-    try:
-        return tuple(convert_to_messages(list(value)))
-    except Exception as exc:  # langchain raises ValueError/NotImplementedError/KeyError
-        raise ValueError(f"{argument}: not a list of messages: {exc}") from exc
+    if isinstance(value, MessagesView) or not value:
+        return value
+    return MessagesView(value, argument=argument)
 
 
 def _text_of(message: BaseMessage) -> str:
@@ -450,7 +522,7 @@ class PolicyEngine:
         sources: Mapping[str, LayerSource],
         summary: str | None,
         summary_cuts: Sequence[LayerCut],
-        compacted: tuple[BaseMessage, ...] | None,
+        compacted: Sequence[BaseMessage] | None,
         warning: str | None,
     ) -> ComposeResult:
         report = final.report
@@ -485,7 +557,9 @@ class PolicyEngine:
             messages=list(final.messages),
             report=report,
             persist=persist,
-            compacted_history=compacted if persisted_summary else None,
+            compacted_history=(
+                tuple(compacted) if persisted_summary and compacted is not None else None
+            ),
         )
 
     def compose(
@@ -538,7 +612,7 @@ class PolicyEngine:
         )
         values, sources, skipped = self._collected(call, run_collectors(call.requests))
         can, warning = self._can_summarize(call.plan)
-        history: tuple[BaseMessage, ...] = call.history
+        history: Sequence[BaseMessage] = call.history
         summary: str | None = None
         cuts: list[LayerCut] = []
         passes = 0
@@ -622,7 +696,7 @@ class PolicyEngine:
         )
         values, sources, skipped = self._collected(call, await arun_collectors(call.requests))
         can, warning = self._can_summarize(call.plan)
-        history: tuple[BaseMessage, ...] = call.history
+        history: Sequence[BaseMessage] = call.history
         summary: str | None = None
         cuts: list[LayerCut] = []
         passes = 0

@@ -24,8 +24,9 @@ ctxpolicy does not invent or rewrite messages.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any, overload
 
 from langchain_core.messages import (
     AIMessage,
@@ -35,7 +36,85 @@ from langchain_core.messages import (
     ToolMessage,
 )
 
-__all__ = ["HistoryFit", "check_history", "fit_history", "repair_history"]
+__all__ = ["HistoryFit", "PrefixView", "check_history", "fit_history", "repair_history"]
+
+
+class PrefixView(Sequence[BaseMessage]):
+    """A read-only view of the first ``stop`` messages of a sequence (no copy).
+
+    `fit_history` returns the dropped prefix this way, so trimming a long history costs
+    what is kept, not a copy of what is dropped. It behaves like a tuple: indexing,
+    slicing (a slice is a tuple of just those messages), iteration, ``len``, and
+    equality with tuples and other views holding the same messages.
+
+    It reads the underlying sequence when used: mutating the input afterwards changes
+    what the view shows. Take ``tuple(view)`` to keep a snapshot.
+    """
+
+    __slots__ = ("_messages", "_stop")
+
+    def __init__(self, messages: Sequence[BaseMessage], stop: int) -> None:
+        base: Sequence[BaseMessage] = messages
+        if isinstance(messages, PrefixView):  # a view of a view reads the base directly
+            stop = min(stop, len(messages))
+            base = messages.base
+        self._messages: Sequence[BaseMessage] = base
+        self._stop: int = max(0, min(stop, len(base)))
+
+    @property
+    def base(self) -> Sequence[BaseMessage]:
+        """The sequence this view reads (its first ``len(self)`` items)."""
+        return self._messages
+
+    def __len__(self) -> int:
+        return self._stop
+
+    @overload
+    def __getitem__(self, index: int) -> BaseMessage: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> tuple[BaseMessage, ...]: ...
+
+    def __getitem__(self, index: int | slice) -> BaseMessage | tuple[BaseMessage, ...]:
+        if isinstance(index, slice):
+            start, stop, step = index.indices(self._stop)
+            return tuple(self._messages[i] for i in range(start, stop, step))
+        i = index.__index__()
+        if i < 0:
+            i += self._stop
+        if not 0 <= i < self._stop:
+            raise IndexError("PrefixView index out of range")
+        return self._messages[i]
+
+    def __iter__(self) -> Iterator[BaseMessage]:
+        messages = self._messages
+        for i in range(self._stop):
+            yield messages[i]
+
+    def __reversed__(self) -> Iterator[BaseMessage]:
+        messages = self._messages
+        for i in range(self._stop - 1, -1, -1):
+            yield messages[i]
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, PrefixView):
+            if len(other) != self._stop:
+                return False
+            return all(a is b or a == b for a, b in zip(self, other, strict=True))
+        if isinstance(other, tuple):
+            return len(other) == self._stop and all(
+                a is b or a == b for a, b in zip(self, other, strict=True)
+            )
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(tuple(self))
+
+    def __repr__(self) -> str:
+        return f"PrefixView({len(self)} message(s))"
+
+    def __reduce__(self) -> tuple[Any, ...]:  # pickles (and deep-copies) as a tuple
+        return (tuple, (tuple(self),))
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,14 +125,15 @@ class HistoryFit:
         kept: The newest whole units that fit, structurally valid, starting on a
             ``HumanMessage`` (or empty).
         dropped: The older prefix of the input before ``kept`` (oldest first), as given
-            (unrepaired): what a summarizer would fold.
+            (unrepaired): what a summarizer would fold. A read-only `PrefixView` of the
+            input (no copy), so its cost does not grow with the history.
         tokens: Tokens of ``kept`` (the sum of ``count`` over it).
         repairs: Human-readable notes, oldest first, of messages removed for structural
             validity from inside the kept window or from its start.
     """
 
     kept: tuple[BaseMessage, ...]
-    dropped: tuple[BaseMessage, ...]
+    dropped: Sequence[BaseMessage]
     tokens: int
     repairs: tuple[str, ...]
 
@@ -382,7 +462,7 @@ def fit_history(
     cut = units[-1][0] if units else len(messages)
     return HistoryFit(
         kept=_flatten(units),
-        dropped=tuple(messages[:cut]),
+        dropped=PrefixView(messages, cut),
         tokens=total,
         repairs=tuple(repairs),
     )

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 if TYPE_CHECKING:
     from langchain_core.messages import BaseMessage
@@ -27,8 +27,9 @@ class LayerCut:
             removed), ``dropped_oldest`` (older history units removed),
             ``summarized`` (older history folded into ``compression__context``) or
             ``repaired`` (messages removed to keep the history structurally valid).
-        tokens: Tokens removed (None for a long dropped history prefix, which is not
-            counted: trimming costs what is kept, not the length of the history).
+        tokens: Tokens removed, or None when they were not counted: a history prefix
+            dropped by ``drop_oldest`` is counted only as far as fitting counted anyway
+            (trimming costs what is kept, not the length of the history).
         messages: Messages removed (history), else 0.
         cap: The token cap that forced the cut (None for a repair).
         rule: The overflow rule applied.
@@ -155,6 +156,7 @@ class ComposeReport:
         skipped: Collectors that failed with ``on_error: skip``.
         prefix_hashes: For each message position ``i``, a stable hash of messages
             ``0..i``; equal hashes between two calls mean a cacheable common prefix.
+            Computed when first read (`PrefixHashes`; compares equal to the tuple).
         warnings: Advice (prompt-cache breakers, repairs, fallbacks).
         summarized: Whether this call folded old history into a new summary.
     """
@@ -166,7 +168,7 @@ class ComposeReport:
     total_tokens: int
     layers: tuple[LayerReport, ...]
     skipped: tuple[SkippedCollector, ...] = ()
-    prefix_hashes: tuple[str, ...] = ()
+    prefix_hashes: Sequence[str] = ()
     warnings: tuple[str, ...] = ()
     summarized: bool = False
 
@@ -252,6 +254,62 @@ def prefix_hashes(messages: Iterable[BaseMessage]) -> tuple[str, ...]:
     return tuple(out)
 
 
+class PrefixHashes(Sequence[str]):
+    """`prefix_hashes` of a call's messages, computed when first read (then kept).
+
+    Most calls never read their prefix hashes; hashing every message on every call would
+    cost more than the rest of a warm compose. Behaves like the tuple `prefix_hashes`
+    returns (indexing, slices as tuples, ``len``, equality with tuples), and pickles as it.
+    """
+
+    __slots__ = ("_messages", "_value")
+
+    def __init__(self, messages: Iterable[BaseMessage]) -> None:
+        self._messages: tuple[BaseMessage, ...] | None = tuple(messages)
+        self._value: tuple[str, ...] | None = None
+
+    def _hashes(self) -> tuple[str, ...]:
+        value = self._value
+        if value is None:
+            value = prefix_hashes(self._messages or ())
+            self._value, self._messages = value, None
+        return value
+
+    def __len__(self) -> int:
+        value = self._value
+        if value is not None:
+            return len(value)
+        return len(self._messages or ())
+
+    @overload
+    def __getitem__(self, index: int) -> str: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> tuple[str, ...]: ...
+
+    def __getitem__(self, index: int | slice) -> str | tuple[str, ...]:
+        return self._hashes()[index]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._hashes())
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, PrefixHashes):
+            return self._hashes() == other._hashes()
+        if isinstance(other, tuple):
+            return self._hashes() == other
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self._hashes())
+
+    def __repr__(self) -> str:
+        return repr(self._hashes())
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (tuple, (self._hashes(),))
+
+
 def common_prefix(a: ComposeReport, b: ComposeReport) -> int:
     """How many leading messages two calls share (what a prompt cache can reuse)."""
     count = 0
@@ -267,6 +325,7 @@ __all__ = [
     "LayerCut",
     "LayerReport",
     "LayerSource",
+    "PrefixHashes",
     "SkippedCollector",
     "canonical_message",
     "common_prefix",

@@ -454,19 +454,23 @@ def _dump_args(args: Mapping[str, Any]) -> str:
     return json.dumps(args, ensure_ascii=False, default=str)
 
 
-_FLAT_TYPES = (str, int, bool, type(None))
+_FLAT_TYPES = frozenset({str, int, bool, type(None)})
 
 
 def _args_key(args: Mapping[str, Any]) -> Hashable:
     """A cache key equal exactly when ``_dump_args(args)`` is equal, cheaper for flat args."""
-    if all(type(v) in _FLAT_TYPES for v in args.values()):
-        # order-sensitive like the JSON text; the type tells 1 from True
-        return tuple((k, type(v), v) for k, v in args.items())
-    return _dump_args(args)
+    # order-sensitive like the JSON text; the type tells 1 from True
+    key: list[tuple[Any, type, Any]] = []
+    for k, v in args.items():  # one plain loop: this runs on every cache hit
+        kind = type(v)
+        if kind not in _FLAT_TYPES:
+            return _dump_args(args)
+        key.append((k, kind, v))
+    return tuple(key)
 
 
 def _tool_calls_key(tool_calls: Iterable[Mapping[str, Any]]) -> tuple[tuple[Any, ...], ...]:
-    return tuple((c.get("id"), c["name"], _args_key(c["args"])) for c in tool_calls)
+    return tuple([(c.get("id"), c["name"], _args_key(c["args"])) for c in tool_calls])
 
 
 def _freeze(content: Any) -> str:

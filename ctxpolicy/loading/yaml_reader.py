@@ -9,13 +9,17 @@ column), never sees a hostile document.
 
 from __future__ import annotations
 
+import functools
 import math
+import re
 from datetime import date, datetime, time
 from typing import Any
 
 from ctxpolicy.issues import PolicyIssue
 from ctxpolicy.loading.limits import MAX_DEPTH, MAX_NODES
 from ctxpolicy.loading.sourcemap import JsonPath, Location, SourceMap, format_path
+
+_INT_LIKE = re.compile(r"[-+]?[0-9_]+")
 
 
 class _RefusedError(Exception):
@@ -36,23 +40,90 @@ def _mark_issue(file: str, exc: Any, rule: str, message: str | None = None) -> P
     return PolicyIssue(file, line, column, "$", f"YAML: {message}", rule)
 
 
+@functools.cache
+def _located_constructor() -> Any:
+    """A round-trip constructor whose conversion failures carry the node's position.
+
+    ruamel.yaml raises a bare ``ValueError`` for ``2001-02-30``, ``!!int x`` or an
+    integer past Python's digit limit; this turns it into a marked ``ConstructorError``.
+    """
+    from ruamel.yaml.constructor import ConstructorError, RoundTripConstructor
+
+    class LocatedConstructor(RoundTripConstructor):
+        def construct_object(self, node: Any, deep: bool = False) -> Any:
+            try:
+                return super().construct_object(node, deep=deep)
+            except ValueError as exc:
+                problem = f"cannot read this value: {exc}"
+                raise ConstructorError(None, None, problem, node.start_mark) from None
+
+    return LocatedConstructor
+
+
 def _yaml() -> Any:
     from ruamel.yaml import YAML
 
     yaml = YAML(typ="rt", pure=True)
+    yaml.Constructor = _located_constructor()
     yaml.allow_duplicate_keys = False
     return yaml
 
 
+#: Longest plain scalar that may be converted to an int (Python refuses > 4300 digits).
+_MAX_INT_DIGITS = 4000
+
+
+def _refuse_huge_integer(event: Any, file: str) -> None:
+    value = event.value
+    # plain style: None for ruamel.yaml, "" for libyaml
+    if not event.style and len(value) > _MAX_INT_DIGITS and _INT_LIKE.fullmatch(value):
+        mark = event.start_mark
+        raise _RefusedError(
+            PolicyIssue(
+                file, mark.line + 1, mark.column + 1, "$",
+                f"a number with {len(value)} digits; numbers in a policy are small",
+                "value.too-long",
+            )
+        )
+
+
+@functools.cache
+def _libyaml() -> Any:
+    """PyYAML when it is built with libyaml (its C event parser), else None."""
+    try:
+        import yaml  # type: ignore[import-untyped]
+    except ImportError:  # pragma: no cover - PyYAML comes with langchain-core
+        return None
+    return yaml if getattr(yaml, "__with_libyaml__", False) else None
+
+
 def _prescan(text: str, file: str) -> None:
-    """Refuse deep nesting, alias expansion and giant documents from the event stream alone."""
+    """Refuse deep nesting, alias expansion and giant documents from the event stream alone.
+
+    The events come from libyaml's C parser when PyYAML has it (the prescan is then a
+    small part of reading a file); a document libyaml cannot parse is scanned again with
+    ruamel.yaml, so what is refused and every message stay those of ruamel.yaml.
+    """
+    fast = _libyaml()
+    if fast is not None:
+        try:
+            _scan_events(fast.parse(text, Loader=fast.CSafeLoader), fast.events, file)
+        except fast.YAMLError:
+            pass  # ruamel.yaml decides (and reports) below
+        else:
+            return
     from ruamel.yaml import YAML, events
 
+    _scan_events(YAML(typ="safe", pure=True).parse(text), events, file)
+
+
+def _scan_events(stream: Any, events: Any, file: str) -> None:
+    """The checks of `_prescan` over an event stream (``events``: the event classes)."""
     anchors: dict[str, int] = {}
     # one frame per open collection: [anchor, expanded node count]
     stack: list[list[Any]] = [[None, 0]]
     total = 0  # nodes so far, aliases expanded
-    for event in YAML(typ="safe", pure=True).parse(text):
+    for event in stream:
         mark = event.start_mark
         if isinstance(event, events.ScalarEvent | events.CollectionStartEvent):
             total += 1
@@ -78,6 +149,7 @@ def _prescan(text: str, file: str) -> None:
                 anchors[anchor] = size
             stack[-1][1] += size
         elif isinstance(event, events.ScalarEvent):
+            _refuse_huge_integer(event, file)
             if event.anchor is not None:
                 anchors[event.anchor] = 1
             stack[-1][1] += 1
@@ -137,9 +209,25 @@ def _block_scalar(value: Any) -> bool:
     return isinstance(value, LiteralScalarString | FoldedScalarString)
 
 
+def _refuse_collection_tag(node: Any, file: str, where: Location, path: JsonPath) -> None:
+    # !!python/object:..., !!python/tuple, !custom on a mapping or a sequence: never a policy
+    tag = getattr(node, "tag", None)
+    value = getattr(tag, "value", None)
+    if value is not None:
+        raise _RefusedError(
+            PolicyIssue(
+                file, where.line, where.column, format_path(path),
+                f"unsupported YAML tag {value}; use plain strings, numbers, booleans, "
+                "lists and mappings", "yaml.tag",
+            )
+        )
+
+
 def _convert(node: Any, file: str, path: JsonPath, where: Location, smap: SourceMap) -> Any:
     from ruamel.yaml.comments import CommentedMap, CommentedSeq
 
+    if isinstance(node, CommentedMap | CommentedSeq):
+        _refuse_collection_tag(node, file, where, path)
     if isinstance(node, CommentedMap):
         out: dict[str, Any] = {}
         for key, value in node.items():

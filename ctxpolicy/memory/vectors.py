@@ -100,7 +100,8 @@ class LocalVectorStore(VectorStore):
         self._max_postings = max_postings
         self._docs: dict[str, Document] = {}
         self._vectors: dict[str, dict[int, float]] = {}
-        self._postings: dict[int, dict[str, None]] = {}
+        # dimension -> {document id: its weight in that dimension}, oldest first
+        self._postings: dict[int, dict[str, float]] = {}
 
     @property
     def embeddings(self) -> Embeddings:
@@ -129,8 +130,8 @@ class LocalVectorStore(VectorStore):
             self._remove(doc_id)
             self._docs[doc_id] = Document(page_content=text, metadata=dict(meta), id=doc_id)
             self._vectors[doc_id] = sparse
-            for dim in sparse:
-                self._postings.setdefault(dim, {})[doc_id] = None
+            for dim, value in sparse.items():
+                self._postings.setdefault(dim, {})[doc_id] = value
         return doc_ids
 
     def _embed_sparse_documents(self, texts: list[str]) -> list[dict[int, float]]:
@@ -181,13 +182,16 @@ class LocalVectorStore(VectorStore):
             return []
         query_vec = self._embed_sparse_query(query)
         scores: dict[str, float] = {}
+        get = scores.get
+        postings = self._postings
+        limit = self._max_postings
         for dim, weight in query_vec.items():
-            posting = self._postings.get(dim)
+            posting = postings.get(dim)
             if not posting:
                 continue
-            newest = itertools.islice(reversed(posting), self._max_postings)
-            for doc_id in newest:
-                scores[doc_id] = scores.get(doc_id, 0.0) + weight * self._vectors[doc_id][dim]
+            newest = itertools.islice(reversed(posting.items()), limit)
+            for doc_id, value in newest:
+                scores[doc_id] = get(doc_id, 0.0) + weight * value
         best = heapq.nlargest(k, ((score, doc_id) for doc_id, score in scores.items() if score > 0))
         return [(self._docs[doc_id], score) for score, doc_id in best]
 
