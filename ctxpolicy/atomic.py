@@ -155,6 +155,15 @@ def _thread_lock(path: Path) -> threading.Lock:
         return _THREAD_LOCKS.setdefault(key, threading.Lock())
 
 
+def _require_regular_file(mode: int, path: Path) -> None:
+    """Refuse FIFOs, sockets and devices: reading one blocks forever or never ends."""
+    import errno
+    import stat
+
+    if not stat.S_ISREG(mode):
+        raise OSError(errno.EINVAL, "not a regular file (a FIFO, socket or device)", str(path))
+
+
 @contextlib.contextmanager
 def locked_for_update(path: str | os.PathLike[str]) -> Iterator[None]:
     """Hold an exclusive update lock on an existing file for a read-modify-write cycle.
@@ -166,9 +175,10 @@ def locked_for_update(path: str | os.PathLike[str]) -> Iterator[None]:
     is unavailable only the in-process lock applies.
 
     Raises:
-        OSError: ``path`` cannot be opened.
+        OSError: ``path`` cannot be opened or is not a regular file.
     """
     dest = Path(path)
+    _require_regular_file(dest.stat().st_mode, dest)
     with _thread_lock(dest):
         try:
             import fcntl
@@ -176,8 +186,10 @@ def locked_for_update(path: str | os.PathLike[str]) -> Iterator[None]:
             yield
             return
         while True:
-            fd = os.open(dest, os.O_RDONLY)
+            # O_NONBLOCK: a FIFO swapped in after the check above must not block the open.
+            fd = os.open(dest, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
             try:
+                _require_regular_file(os.fstat(fd).st_mode, dest)
                 fcntl.flock(fd, fcntl.LOCK_EX)
                 try:
                     current = dest.stat()

@@ -791,6 +791,7 @@ def set_policy_value(path: str | Path, key: str, value: str) -> EditResult:
         OSError: the file cannot be read or written.
     """
     from ctxpolicy.atomic import locked_for_update, write_text_atomic
+    from ctxpolicy.loading.limits import MAX_FILE_BYTES
 
     target = Path(path)
     fmt = file_format(target)
@@ -800,7 +801,11 @@ def set_policy_value(path: str | Path, key: str, value: str) -> EditResult:
     # validated where it is seen (relative paths such as extends resolve from there).
     real = target.resolve() if target.is_symlink() else target
     with locked_for_update(real):
-        raw = real.read_bytes()
+        with real.open("rb") as handle:
+            raw = handle.read(MAX_FILE_BYTES + 1)
+        if len(raw) > MAX_FILE_BYTES:
+            limit = f"the policy file limit of {MAX_FILE_BYTES} bytes"
+            raise EditError(f"{target}: larger than {limit}")
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError as exc:

@@ -1,15 +1,29 @@
 """The Jinja2 sandbox every policy template runs in.
 
-One place decides what a template may do: `SandboxedEnvironment` (no attribute
-escapes such as ``__class__``/``__subclasses__``), `StrictUndefined` (a missing
-variable is an error, not an empty string), a cap on ``range()`` and on the size of
-the rendered output. Validation compiles templates with the same environment that
-renders them, so "it validated" means "it will compile".
+One place decides what a template may do: `ImmutableSandboxedEnvironment` (no
+attribute escapes such as ``__class__``/``__subclasses__``, no mutation of lists or
+dicts), `StrictUndefined` (a missing variable is an error, not an empty string), and
+resource bounds so that no template can hang or exhaust memory:
+
+- ``range()`` builds at most `MAX_RANGE` items;
+- one render runs at most `MAX_TEMPLATE_STEPS` loop iterations and calls (nested loops,
+  exponential ``{% macro %}`` recursion);
+- no single value (a string, a list, a number's digits) may exceed
+  `MAX_RENDERED_CHARS`, checked *before* it is built where an operation amplifies its
+  input (``*``, ``**``, ``~``, ``center``, ``join``, ``replace``, format widths, ...);
+- one render builds at most `MAX_ALLOCATED_CHARS` characters of values in total, and
+  its output is at most `MAX_RENDERED_CHARS` characters.
+
+Validation compiles templates with the same environment that renders them, so "it
+validated" means "it will compile".
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import functools
+import re
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextvars import ContextVar
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
@@ -19,21 +33,338 @@ if TYPE_CHECKING:
 
 #: Largest ``range()`` a template may build.
 MAX_RANGE = 10_000
-#: Largest rendered output, in characters.
+#: Largest rendered output (and largest single value), in characters.
 MAX_RENDERED_CHARS = 1_000_000
+#: Loop iterations plus calls (functions, macros, filters) one render may run.
+MAX_TEMPLATE_STEPS = 300_000
+#: ``{% macro %}`` calls one render may run (Jinja macro calls are the costly kind).
+MAX_MACRO_CALLS = 10_000
+#: Characters of values (strings, containers) one render may build in total.
+MAX_ALLOCATED_CHARS = 50 * MAX_RENDERED_CHARS
+#: Largest integer a template may build, in bits.
+MAX_INT_BITS = 100_000
+#: Largest ``tojson`` indent.
+MAX_JSON_INDENT = 16
+#: Largest ``lipsum(n)``.
+MAX_LIPSUM_PARAGRAPHS = 100
 
 
 class TemplateOutputTooLargeError(ValueError):
-    """A template rendered more than `MAX_RENDERED_CHARS` characters."""
+    """A template rendered (or tried to build) more than `MAX_RENDERED_CHARS` characters."""
+
+
+class _Budget:
+    """What one render has spent so far."""
+
+    __slots__ = ("chars", "macros", "steps")
+
+    def __init__(self) -> None:
+        self.steps = 0
+        self.macros = 0
+        self.chars = 0
+
+
+_BUDGET: ContextVar[_Budget | None] = ContextVar("ctxpolicy_template_budget", default=None)
+_FORMAT_FIELD = re.compile(r"\{[^{}]*\}")
+_PERCENT_SPEC = re.compile(r"%(?:\([^)]*\))?[#0\- +]*(\*|\d+)?(?:\.(\*|\d+))?")
+_DIGITS = re.compile(r"\d+")
+_NESTED_FIELD = re.compile(r"\{[^{}]*\{")
+#: Filters whose numeric options size their result (a width, a count of rows or columns).
+_WIDTH_FILTERS = frozenset({"center", "indent", "batch", "slice", "wordwrap", "truncate"})
+
+
+def _security_error(message: str) -> Exception:
+    from jinja2.exceptions import SecurityError
+
+    return SecurityError(message)
+
+
+def _too_large(what: str, size: int) -> TemplateOutputTooLargeError:
+    return TemplateOutputTooLargeError(
+        f"template {what} would build about {size} characters; the limit is "
+        f"{MAX_RENDERED_CHARS}"
+    )
+
+
+def _step(*, macro: bool = False) -> None:
+    budget = _BUDGET.get()
+    if budget is None:
+        return
+    if macro:
+        budget.macros += 1
+        if budget.macros > MAX_MACRO_CALLS:
+            raise _security_error(
+                f"template made more than {MAX_MACRO_CALLS} macro calls (runaway recursion?)"
+            )
+    budget.steps += 1
+    if budget.steps > MAX_TEMPLATE_STEPS:
+        raise _security_error(
+            f"template ran more than {MAX_TEMPLATE_STEPS} loop iterations and calls "
+            "(nested loops or runaway macro recursion?)"
+        )
+
+
+def estimate_chars(value: Any, limit: int = MAX_RENDERED_CHARS) -> int:
+    """About how many characters ``str(value)`` has; stops counting past ``limit``.
+
+    Walks containers iteratively and gives up as soon as the total exceeds ``limit``,
+    so the cost is bounded by ``limit`` whatever the value (cycles included).
+    """
+    total = 0
+    stack = [value]
+    while stack and total <= limit:
+        item = stack.pop()
+        if isinstance(item, str):
+            total += len(item)
+        elif isinstance(item, bool) or item is None:
+            total += 5
+        elif isinstance(item, int):
+            total += item.bit_length() // 3 + 1
+        elif isinstance(item, bytes | bytearray):
+            total += 4 * len(item)
+        elif isinstance(item, Mapping):
+            total += 2 + 4 * len(item)
+            for key in item:
+                stack.append(key)
+                try:
+                    stack.append(item[key])
+                except Exception:  # noqa: BLE001, S112 - a view that refuses a key: skip it
+                    continue
+        elif isinstance(item, list | tuple | set | frozenset):
+            total += 2 + 2 * len(item)
+            stack.extend(item)
+        else:
+            total += 1
+    return total
+
+
+def _charge(value: Any, what: str) -> Any:
+    """Refuse ``value`` when it is too large; count it against the render's budget."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        if value.bit_length() > MAX_INT_BITS:
+            raise _security_error(f"template {what} built an integer over {MAX_INT_BITS} bits")
+        return value
+    if not isinstance(value, str | list | tuple | set | frozenset | dict):
+        return value
+    size = estimate_chars(value)
+    if size > MAX_RENDERED_CHARS:
+        raise _too_large(what, size)
+    budget = _BUDGET.get()
+    if budget is not None:
+        budget.chars += size
+        if budget.chars > MAX_ALLOCATED_CHARS:
+            raise TemplateOutputTooLargeError(
+                f"template built more than {MAX_ALLOCATED_CHARS} characters of values in "
+                "one render"
+            )
+    return value
+
+
+def _check_width(value: Any, what: str) -> None:
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) > MAX_RENDERED_CHARS:
+        raise _too_large(what, abs(value))
+
+
+def _check_format_string(text: str, what: str) -> None:
+    """Refuse ``{:>999999999}`` style widths (and ``%999999999s``) before formatting."""
+    for field in _FORMAT_FIELD.findall(text):
+        _, colon, spec = field.partition(":")
+        if colon:
+            for digits in _DIGITS.findall(spec):
+                if len(digits) > 7 or int(digits) > MAX_RENDERED_CHARS:
+                    raise _too_large(what, int(digits))
+    for match in _PERCENT_SPEC.finditer(text):
+        for group in match.groups():
+            if group == "*":
+                raise _security_error(f"template {what}: '*' widths are not allowed")
+            if group is not None and (len(group) > 7 or int(group) > MAX_RENDERED_CHARS):
+                raise _too_large(what, int(group))
+
+
+def _sized_items(items: Any) -> tuple[list[Any], int]:
+    listed = list(items)
+    return listed, sum(estimate_chars(item) for item in listed)
+
+
+def _precheck_str_method(
+    text: str, name: str, args: tuple[Any, ...], kwargs: Mapping[str, Any] | None = None
+) -> tuple[Any, ...]:
+    """Refuse a ``str`` method call whose result would exceed the value limit."""
+    what = f"str.{name}()"
+    kwargs = kwargs or {}
+    if name in {"center", "ljust", "rjust", "zfill"} and args:
+        _check_width(args[0], what)
+    elif name == "expandtabs":
+        tab = args[0] if args else kwargs.get("tabsize", 8)
+        if isinstance(tab, int) and len(text) * max(tab, 1) > MAX_RENDERED_CHARS:
+            raise _too_large(what, len(text) * tab)
+    elif name == "join" and args:
+        items, size = _sized_items(args[0])
+        size += len(text) * max(len(items) - 1, 0)
+        if size > MAX_RENDERED_CHARS:
+            raise _too_large(what, size)
+        return (items, *args[1:])
+    elif name == "replace" and len(args) >= 2:
+        old, new = args[0], args[1]
+        if isinstance(old, str) and isinstance(new, str):
+            hits = text.count(old) if old else len(text) + 1
+            size = len(text) + hits * len(new)
+            if size > MAX_RENDERED_CHARS:
+                raise _too_large(what, size)
+    elif name in {"format", "format_map"}:
+        _check_format_string(text, what)
+    return args
+
+
+def _precheck_binop(operator: str, left: Any, right: Any) -> None:
+    what = f"operator {operator!r}"
+    ints = all(isinstance(v, int) and not isinstance(v, bool) for v in (left, right))
+    if operator == "**" and ints:
+        if right > 0 and abs(left) > 1 and right * left.bit_length() > MAX_INT_BITS:
+            raise _security_error(f"template {what}: integer over {MAX_INT_BITS} bits")
+    elif operator == "*":
+        if ints and left.bit_length() + right.bit_length() > MAX_INT_BITS:
+            raise _security_error(f"template {what}: integer over {MAX_INT_BITS} bits")
+        for seq, count in ((left, right), (right, left)):
+            if isinstance(seq, str | list | tuple) and isinstance(count, int) and count > 0:
+                size = estimate_chars(seq) * count
+                if size > MAX_RENDERED_CHARS:
+                    raise _too_large(what, size)
+    elif operator == "+" and not ints:
+        if isinstance(left, str | list | tuple) and isinstance(right, str | list | tuple):
+            size = estimate_chars(left) + estimate_chars(right)
+            if size > MAX_RENDERED_CHARS:
+                raise _too_large(what, size)
+    elif operator == "%" and isinstance(left, str):
+        _check_format_string(left, what)  # refuses '*' widths, so arguments never size it
+
+
+def _guard_filter(name: str, function: Callable[..., Any]) -> Callable[..., Any]:
+    """Wrap a built-in filter: count a step, pre-check amplifying arguments, charge the result."""
+    pass_arg = getattr(function, "jinja_pass_arg", None)
+    skip = 0 if pass_arg is None else 1  # context / eval context / environment first
+
+    @functools.wraps(function)
+    def guarded(*args: Any, **kwargs: Any) -> Any:
+        _step()
+        value, options = (args[skip] if len(args) > skip else None), args[skip + 1 :]
+        if name in _WIDTH_FILTERS:
+            for option in (*options, *kwargs.values()):
+                _check_width(option, f"filter {name!r}")
+        if name == "join" and len(args) > skip:
+            items, size = _sized_items(value)
+            separator = options[0] if options else kwargs.get("d", "")
+            size += estimate_chars(separator) * max(len(items) - 1, 0)
+            if size > MAX_RENDERED_CHARS:
+                raise _too_large(f"filter {name!r}", size)
+            args = (*args[:skip], items, *options)
+        elif name == "replace" and isinstance(value, str) and len(options) >= 2:
+            _precheck_str_method(value, "replace", (str(options[0]), str(options[1])))
+        elif name == "format" and isinstance(value, str):
+            _check_format_string(value, f"filter {name!r}")
+        elif name == "indent" and isinstance(value, str):
+            width = options[0] if options else kwargs.get("width", 4)
+            width = len(width) if isinstance(width, str) else width
+            if isinstance(width, int):
+                size = len(value) + (value.count("\n") + 1) * max(width, 0)
+                if size > MAX_RENDERED_CHARS:
+                    raise _too_large(f"filter {name!r}", size)
+        elif name in {"tojson", "pprint"}:
+            indent = options[0] if options else kwargs.get("indent")
+            if isinstance(indent, int) and indent > MAX_JSON_INDENT:
+                raise _security_error(f"filter {name!r}: indent over {MAX_JSON_INDENT}")
+        return _charge(function(*args, **kwargs), f"filter {name!r}")
+
+    return guarded
+
+
+def _guarded_iter(iterable: Any) -> Iterator[Any]:
+    for item in iterable:
+        _step()
+        yield item
+
+
+def _guarded_concat(pieces: Iterable[Any]) -> str:
+    texts = [str(piece) if estimate_chars(piece) <= MAX_RENDERED_CHARS else _oversize(piece)
+             for piece in pieces]
+    size = sum(len(text) for text in texts)
+    if size > MAX_RENDERED_CHARS:
+        raise _too_large("operator '~'", size)
+    return _charge("".join(texts), "operator '~'")  # type: ignore[no-any-return]
+
+
+def _oversize(value: Any) -> str:
+    raise _too_large("value", estimate_chars(value))
+
+
+def _guarded_buffer(pieces: Iterable[str]) -> str:
+    """``environment.concat``: joins macro bodies and ``{% set %}`` blocks."""
+    texts = list(pieces)
+    size = sum(len(text) for text in texts)
+    if size > MAX_RENDERED_CHARS:
+        raise _too_large("macro or block", size)
+    return "".join(texts)
+
+
+def _finalize(value: Any) -> Any:
+    """Every printed value: refuse one whose text would exceed the output limit."""
+    if not isinstance(value, str):
+        size = estimate_chars(value)
+        if size > MAX_RENDERED_CHARS:
+            raise _too_large("output", size)
+    return value
+
+
+def _lipsum(lipsum: Callable[..., str]) -> Callable[..., str]:
+    @functools.wraps(lipsum)
+    def bounded(n: int = 5, *args: Any, **kwargs: Any) -> str:
+        if isinstance(n, int) and n > MAX_LIPSUM_PARAGRAPHS:
+            raise _security_error(f"lipsum() of more than {MAX_LIPSUM_PARAGRAPHS} paragraphs")
+        return lipsum(n, *args, **kwargs)
+
+    return bounded
 
 
 @lru_cache(maxsize=1)
 def sandbox() -> SandboxedEnvironment:
     """The shared sandboxed environment (created once per process)."""
-    from jinja2 import StrictUndefined
-    from jinja2.sandbox import SandboxedEnvironment
+    from jinja2 import StrictUndefined, nodes
+    from jinja2.compiler import CodeGenerator, Frame
+    from jinja2.runtime import Macro
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-    class _PolicySandbox(SandboxedEnvironment):
+    class _GuardedCodeGenerator(CodeGenerator):
+        """Routes loop iteration and ``~`` through the render budget."""
+
+        def visit_For(self, node: nodes.For, frame: Frame) -> None:  # noqa: N802 - Jinja's name
+            guard = nodes.EnvironmentAttribute("ctxpolicy_iterate", lineno=node.lineno)
+            wrapped = nodes.Call(guard, [node.iter], [], None, None, lineno=node.lineno)
+            node = nodes.For(
+                node.target,
+                wrapped,
+                node.body,
+                node.else_,
+                node.test,
+                node.recursive,
+                lineno=node.lineno,
+            )
+            node.set_environment(self.environment)
+            super().visit_For(node, frame)
+
+        def visit_Concat(self, node: nodes.Concat, frame: Frame) -> None:  # noqa: N802
+            self.write("environment.ctxpolicy_concat((")
+            for arg in node.nodes:
+                self.visit(arg, frame)
+                self.write(", ")
+            self.write("))")
+
+    class _PolicySandbox(ImmutableSandboxedEnvironment):
+        code_generator_class = _GuardedCodeGenerator
+        intercepted_binops = frozenset({"*", "**", "+", "%"})
+        ctxpolicy_iterate = staticmethod(_guarded_iter)
+        ctxpolicy_concat = staticmethod(_guarded_concat)
+        concat = staticmethod(_guarded_buffer)
+
         def call(
             __self,  # noqa: N805 - Jinja's own signature
             __context: Any,
@@ -41,14 +372,54 @@ def sandbox() -> SandboxedEnvironment:
             *args: Any,
             **kwargs: Any,
         ) -> Any:
+            _step(macro=isinstance(__obj, Macro))
             if __obj is range and len(range(*args)) > MAX_RANGE:
-                from jinja2.exceptions import SecurityError
+                raise _security_error(f"range() larger than {MAX_RANGE} items is not allowed")
+            owner = getattr(__obj, "__self__", None)
+            if isinstance(owner, str) and not isinstance(__obj, type):
+                args = _precheck_str_method(
+                    owner, getattr(__obj, "__name__", ""), args, kwargs
+                )
+            if __obj is _guarded_iter:
+                return _guarded_iter(*args)
+            result = super().call(__context, __obj, *args, **kwargs)
+            return _charge(result, f"call of {getattr(__obj, '__name__', 'a function')}")
 
-                raise SecurityError(f"range() larger than {MAX_RANGE} items is not allowed")
-            return super().call(__context, __obj, *args, **kwargs)
+        def wrap_str_format(self, value: Any) -> Callable[..., str] | None:
+            wrapped = super().wrap_str_format(value)
+            if wrapped is None:
+                return None
+            text: str = value.__self__
+            name: str = value.__name__
+            checked = wrapped
 
-    env = _PolicySandbox(undefined=StrictUndefined, autoescape=False, keep_trailing_newline=False)
+            @functools.wraps(value)
+            def bounded(*args: Any, **kwargs: Any) -> str:
+                _check_format_string(text, f"str.{name}()")
+                if _NESTED_FIELD.search(text):  # '{:>{w}}': arguments size the result
+                    values = [*args, *kwargs.values()]
+                    if name == "format_map" and args and isinstance(args[0], Mapping):
+                        values = list(args[0].values())
+                    for item in values:
+                        _check_width(item, f"str.{name}()")
+                return checked(*args, **kwargs)
+
+            return bounded
+
+        def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
+            _precheck_binop(operator, left, right)
+            return _charge(super().call_binop(context, operator, left, right), operator)
+
+    env = _PolicySandbox(
+        undefined=StrictUndefined,
+        autoescape=False,
+        keep_trailing_newline=False,
+        finalize=_finalize,
+    )
     env.globals["range"] = range
+    lipsum: Callable[..., str] = env.globals["lipsum"]  # type: ignore[assignment]
+    env.globals["lipsum"] = _lipsum(lipsum)
+    env.filters.update({name: _guard_filter(name, f) for name, f in env.filters.items()})
     return env
 
 
@@ -57,26 +428,68 @@ def compile_template(source: str) -> Template:
     """Compile ``source`` in the sandbox (cached by source text).
 
     Raises:
-        jinja2.TemplateSyntaxError: the template does not parse (``lineno`` is set).
+        jinja2.TemplateSyntaxError: the template does not parse, or it uses a tag that
+            loads another template (``include``, ``import``, ``from``, ``extends``):
+            policy templates have no loader (``lineno`` is set).
     """
-    return sandbox().from_string(source)
+    from jinja2 import nodes
+    from jinja2.exceptions import TemplateSyntaxError
+
+    env = sandbox()
+    tree = env.parse(source)
+    loading = (nodes.Include, nodes.Import, nodes.FromImport, nodes.Extends)
+    for node in tree.find_all(loading):
+        tag = {"FromImport": "from", "Include": "include", "Import": "import"}.get(
+            type(node).__name__, "extends"
+        )
+        raise TemplateSyntaxError(
+            f"{{% {tag} %}} is not supported: policy templates cannot load other templates "
+            "(put the text inline, or in this layer's template_file)",
+            node.lineno,
+        )
+    return env.from_string(tree)
 
 
 def render_template(source: str, variables: Mapping[str, Any]) -> str:
-    """Render ``source`` with ``variables`` in the sandbox.
+    """Render ``source`` with ``variables`` in the sandbox, within the render budget.
 
     Raises:
-        jinja2.TemplateError: syntax error, undefined variable or a sandbox violation.
-        TemplateOutputTooLargeError: the output exceeds `MAX_RENDERED_CHARS`.
+        jinja2.TemplateError: syntax error, undefined variable, a sandbox violation or
+            a resource limit (`MAX_RANGE`, `MAX_TEMPLATE_STEPS`, `MAX_INT_BITS`).
+        TemplateOutputTooLargeError: the output, or a value built on the way, exceeds
+            `MAX_RENDERED_CHARS` (or `MAX_ALLOCATED_CHARS` in total).
     """
+    from jinja2.exceptions import SecurityError
+
     template = compile_template(source)
-    pieces: list[str] = []
-    size = 0
-    for chunk in template.generate(**variables):
-        size += len(chunk)
-        if size > MAX_RENDERED_CHARS:
-            raise TemplateOutputTooLargeError(
-                f"template output exceeds {MAX_RENDERED_CHARS} characters"
-            )
-        pieces.append(chunk)
-    return "".join(pieces)
+    token = _BUDGET.set(_Budget())
+    try:
+        pieces: list[str] = []
+        size = 0
+        for chunk in template.generate(**variables):
+            size += len(chunk)
+            if size > MAX_RENDERED_CHARS:
+                raise TemplateOutputTooLargeError(
+                    f"template output exceeds {MAX_RENDERED_CHARS} characters"
+                )
+            pieces.append(chunk)
+        return "".join(pieces)
+    except RecursionError:
+        raise SecurityError("template recursion is too deep (a macro calling itself?)") from None
+    finally:
+        _BUDGET.reset(token)
+
+
+__all__ = [
+    "MAX_ALLOCATED_CHARS",
+    "MAX_INT_BITS",
+    "MAX_MACRO_CALLS",
+    "MAX_RANGE",
+    "MAX_RENDERED_CHARS",
+    "MAX_TEMPLATE_STEPS",
+    "TemplateOutputTooLargeError",
+    "compile_template",
+    "estimate_chars",
+    "render_template",
+    "sandbox",
+]

@@ -119,7 +119,9 @@ def run_collector(request: CollectRequest) -> CollectOutcome:
         else:
             future = in_daemon_thread(lambda: _call_blocking(collector, request, timeout))
             value = future.result(timeout=timeout)
-    except Exception as exc:  # noqa: BLE001 - every failure goes through on_error
+    except (Exception, asyncio.CancelledError) as exc:  # noqa: BLE001 - all go through on_error
+        # A sync call cannot be cancelled from outside: a CancelledError here was raised
+        # by the collector itself, so it is that collector's failure.
         return _outcome(request, error=exc)
     return _outcome(request, value)
 
@@ -162,6 +164,11 @@ async def arun_collector(request: CollectRequest) -> CollectOutcome:
         timeout = request.spec.timeout_s
         call = _acall(collector, request)
         value = await (call if timeout is None else asyncio.wait_for(call, timeout))
+    except asyncio.CancelledError as exc:
+        task = asyncio.current_task()
+        if task is not None and task.cancelling():
+            raise  # the caller cancelled this call: propagate
+        return _outcome(request, error=exc)  # the collector raised it: its own failure
     except Exception as exc:  # noqa: BLE001 - every failure goes through on_error
         return _outcome(request, error=exc)
     return _outcome(request, value)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -56,7 +57,11 @@ def _read_bytes(path: Path, name: str) -> tuple[bytes | None, list[PolicyIssue]]
         message = f"not a policy file: expected {', '.join(POLICY_SUFFIXES)}, got {suffix!r}"
         return None, [PolicyIssue(name, 1, 1, "$", message, "file.type")]
     try:
-        size = path.stat().st_size
+        info = path.stat()
+        if not stat.S_ISREG(info.st_mode):  # a FIFO or a device would block or never end
+            message = "cannot read file: not a regular file (a FIFO, socket or device)"
+            return None, [PolicyIssue(name, 0, 0, "$", message, "file.unreadable")]
+        size = info.st_size
         if size > MAX_FILE_BYTES:
             message = f"file is {size} bytes; the limit is {MAX_FILE_BYTES} bytes"
             return None, [PolicyIssue(name, 1, 1, "$", message, "file.too-large")]

@@ -185,12 +185,21 @@ def explain_policy(
     return result.provenance()
 
 
+#: Prefix of the temporary files `ctxpolicy.atomic` writes next to a policy; one left
+#: by a killed ``ctxpolicy set`` is not a policy of the folder.
+_TEMP_PREFIX = ".ctxpolicy-"
+
+
 def iter_policy_files(paths: Iterable[PathLike]) -> Iterator[Path]:
-    """The policy files under ``paths`` (files as given; folders searched recursively)."""
+    """The policy files under ``paths`` (files as given; folders searched recursively,
+    skipping ctxpolicy's own temporary files ``.ctxpolicy-*``)."""
     for raw in paths:
         path = Path(raw)
         if path.is_dir():
-            found = (p for p in path.rglob("*") if p.suffix.lower() in POLICY_SUFFIXES)
+            found = (
+                p for p in path.rglob("*")
+                if p.suffix.lower() in POLICY_SUFFIXES and not p.name.startswith(_TEMP_PREFIX)
+            )
             yield from sorted(p for p in found if p.is_file())
         else:
             yield path

@@ -13,7 +13,7 @@ from datetime import date, datetime, time
 from typing import Any
 
 from ctxpolicy.issues import PolicyIssue
-from ctxpolicy.loading.limits import MAX_DEPTH
+from ctxpolicy.loading.limits import MAX_DEPTH, MAX_NODES
 from ctxpolicy.loading.sourcemap import JsonPath, Location, SourceMap, format_path
 
 _ERROR_POSITION = re.compile(r"\(at line (\d+), column (\d+)\)")
@@ -109,11 +109,38 @@ def _plain(value: Any, file: str, path: JsonPath, smap: SourceMap, depth: int = 
     return value
 
 
+def _count_nodes(value: Any) -> int:
+    """Keys, tables, arrays and scalars of a parsed TOML document, counted as the YAML
+    reader counts its nodes (iterative: no recursion)."""
+    count, stack = 0, [value]
+    while stack:
+        item = stack.pop()
+        count += 1
+        if isinstance(item, dict):
+            count += len(item)
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return count
+
+
 def _nearest(smap: SourceMap, path: JsonPath, file: str) -> Location:
     for end in range(len(path), -1, -1):
         if path[:end] in smap:
             return smap[path[:end]]
     return Location(file, 1, 1, 1)
+
+
+def _value_issue(text: str, file: str, exc: ValueError) -> PolicyIssue:
+    """Locate a value tomllib could not convert (the longest run of digits, else 1:1)."""
+    runs = list(re.finditer(r"[0-9_]{100,}", text))
+    line = column = 1
+    if runs:
+        start = max(runs, key=lambda m: m.end() - m.start()).start()
+        line = text.count("\n", 0, start) + 1
+        column = start - (text.rfind("\n", 0, start) + 1) + 1
+    message = str(exc).split(";")[0]
+    return PolicyIssue(file, line, column, "$", f"TOML: bad value: {message}", "value.too-long")
 
 
 def parse_toml(text: str, file: str) -> tuple[Any, SourceMap, list[PolicyIssue]]:
@@ -138,6 +165,12 @@ def parse_toml(text: str, file: str) -> tuple[Any, SourceMap, list[PolicyIssue]]
         return None, {}, [PolicyIssue(file, line, column, "$", f"TOML: {message}", "toml.syntax")]
     except RecursionError:
         return None, {}, [PolicyIssue(file, 1, 1, "$", "TOML nesting too deep", "toml.too-deep")]
+    except ValueError as exc:  # e.g. an integer past Python's 4300-digit conversion limit
+        return None, {}, [_value_issue(text, file, exc)]
+    nodes = _count_nodes(raw)
+    if nodes > MAX_NODES:  # the same cap as YAML: keeps validation of giant files fast
+        message = f"the document has more than {MAX_NODES} values ({nodes})"
+        return None, {}, [PolicyIssue(file, 1, 1, "$", message, "file.too-many-nodes")]
     smap = scan_toml_keys(text, file)
     try:
         data = _plain(raw, file, (), smap)

@@ -119,3 +119,38 @@ def test_files_root_outside_and_missing(tmp_path: Path, monkeypatch) -> None:
     assert (missing.rule, missing.severity) == ("files.root-missing", "warning")
     (absolute,) = resolve_policy("b.yaml").issues
     assert (absolute.rule, absolute.line) == ("path.absolute", 6)
+
+
+@pytest.mark.parametrize(
+    ("tag", "line"),
+    [
+        ("{% include 'other.j2' %}", 2),
+        ("{% import 'macros.j2' as m %}", 2),
+        ("{% from 'macros.j2' import f %}", 2),
+        ("{% extends 'base.j2' %}", 2),
+    ],
+)
+def test_template_loading_tags_are_refused_at_validation(
+    tmp_path: Path, tag: str, line: int
+) -> None:
+    from ctxpolicy.loading import validate_paths
+
+    policy = tmp_path / "p.yaml"
+    policy.write_text(
+        "version: 1\nname: p\nlayers:\n  framework__context:\n    collector:\n"
+        f"      type: template\n      template: |\n        first line\n        {tag}\n",
+        encoding="utf-8",
+    )
+    issues = [i for i in validate_paths([policy]) if i.severity == "error"]
+    assert [i.rule for i in issues] == ["template.syntax"]
+    assert "cannot load other templates" in issues[0].message
+    assert issues[0].line == 7 + line  # the `template: |` key is line 7; offset into the text
+
+
+def test_self_recursive_macro_is_a_clear_sandbox_error() -> None:
+    from jinja2.exceptions import SecurityError
+
+    from ctxpolicy.templates import render_template
+
+    with pytest.raises(SecurityError, match="recursion is too deep"):
+        render_template("{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}", {})
