@@ -18,7 +18,12 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from ctxpolicy.errors import BudgetExceededError, QueryPathError
-from ctxpolicy.layers import BLOCK_SUFFIX, CHECKPOINT_MESSAGES, COMPRESSION, QUERY, SYSTEM_PROMPT
+from ctxpolicy.layers import (
+    BLOCK_SUFFIX,
+    CHECKPOINT_MESSAGES,
+    COMPRESSION,
+    layer_kind,
+)
 from ctxpolicy.report import (
     ComposeReport,
     LayerCut,
@@ -556,7 +561,7 @@ def _build_report(
             reports.append(
                 LayerReport(
                     name=name,
-                    kind=_kind(name),
+                    kind=layer_kind(name),
                     included=False,
                     reason=exclusion.reason if exclusion else "not in the plan",
                     notes=tuple(notes.get(name, ())),
@@ -604,16 +609,6 @@ def _empty_source(record: _Fitted) -> LayerSource:
     if record.layer.kind == "history":
         return "history"
     return record.source if record.cuts else "none"
-
-
-def _kind(name: str) -> str:
-    if name == SYSTEM_PROMPT:
-        return "system_prompt"
-    if name == CHECKPOINT_MESSAGES:
-        return "history"
-    if name == QUERY:
-        return "query"
-    return "block"
 
 
 def compose_messages(
