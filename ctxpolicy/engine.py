@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Generator, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
@@ -610,7 +610,31 @@ class PolicyEngine:
             checkpoint_messages=checkpoint_messages,
             services=services,
         )
-        values, sources, skipped = self._collected(call, run_collectors(call.requests))
+        collected = self._collected(call, run_collectors(call.requests))
+        steps = self._summarize_steps(call, *collected)
+        try:
+            request = next(steps)
+            while True:
+                summarizer = _summarizer(call.services)
+                summary = summarize_history(summarizer, request.dropped, request.previous_summary)
+                request = steps.send(summary)
+        except StopIteration as done:
+            result: ComposeResult = done.value
+            return result
+
+    def _summarize_steps(
+        self,
+        call: _Call,
+        values: dict[str, str | None],
+        sources: dict[str, LayerSource],
+        skipped: Sequence[SkippedCollector],
+    ) -> Generator[SummarizeRequest, str, ComposeResult]:
+        """Compose, yielding each history prefix to summarize and receiving its summary.
+
+        The one place the ``summarize`` overflow rule loops (at most
+        `MAX_SUMMARY_PASSES` summaries); `compose` and `acompose` only drive it, with a
+        sync or an async summarizer call, so the engine's own logic stays free of I/O.
+        """
         can, warning = self._can_summarize(call.plan)
         history: Sequence[BaseMessage] = call.history
         summary: str | None = None
@@ -629,9 +653,7 @@ class PolicyEngine:
             if request is None:
                 break
             passes += 1
-            summary = summarize_history(
-                _summarizer(call.services), request.dropped, request.previous_summary
-            )
+            summary = yield request
             history = self._fold(
                 request,
                 summary=summary,
@@ -694,46 +716,19 @@ class PolicyEngine:
             checkpoint_messages=checkpoint_messages,
             services=services,
         )
-        values, sources, skipped = self._collected(call, await arun_collectors(call.requests))
-        can, warning = self._can_summarize(call.plan)
-        history: Sequence[BaseMessage] = call.history
-        summary: str | None = None
-        cuts: list[LayerCut] = []
-        passes = 0
-        while True:
-            composition = self._pass(
-                call,
-                history=history,
-                values=values,
-                sources=sources,
-                skipped=skipped,
-                request_summary=can and passes < MAX_SUMMARY_PASSES,
-            )
-            request = composition.summarize
-            if request is None:
-                break
-            passes += 1
-            summary = await asummarize_history(
-                _summarizer(call.services), request.dropped, request.previous_summary
-            )
-            history = self._fold(
-                request,
-                summary=summary,
-                values=values,
-                sources=sources,
-                cuts=cuts,
-                composition=composition,
-            )
-        return self._result(
-            call,
-            composition,
-            values=values,
-            sources=sources,
-            summary=summary,
-            summary_cuts=cuts,
-            compacted=history if summary is not None else None,
-            warning=warning,
-        )
+        collected = self._collected(call, await arun_collectors(call.requests))
+        steps = self._summarize_steps(call, *collected)
+        try:
+            request = next(steps)
+            while True:
+                summarizer = _summarizer(call.services)
+                summary = await asummarize_history(
+                    summarizer, request.dropped, request.previous_summary
+                )
+                request = steps.send(summary)
+        except StopIteration as done:
+            result: ComposeResult = done.value
+            return result
 
 
 __all__ = [
