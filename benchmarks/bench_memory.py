@@ -218,12 +218,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="10,100,1000,10000")
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--output", type=Path, default=RESULTS / "memory.json")
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",") if s]
     rows = run(sizes, args.repeat)
     print_table(rows)
     RESULTS.mkdir(parents=True, exist_ok=True)
-    out = RESULTS / "memory.json"
+    out = args.output
     out.write_text(
         json.dumps({"window": WINDOW, "repeat": args.repeat, "rows": rows}, indent=2) + "\n",
         encoding="utf-8",

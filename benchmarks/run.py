@@ -85,8 +85,10 @@ def run_module(name: str, *, quick: bool) -> tuple[dict[str, Any], str]:
         result = run(quick=quick)
         return result, table(result)
     start = time.perf_counter()
+    scratch = RESULTS / f"{name.removeprefix('bench_')}-quick.json"
+    extra = ["--output", str(scratch)] if quick else []
     done = subprocess.run(
-        [sys.executable, str(HERE / f"{name}.py")],
+        [sys.executable, str(HERE / f"{name}.py"), *extra],
         capture_output=True,
         text=True,
         check=False,
@@ -229,8 +231,16 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Run the ctxpolicy benchmarks.")
     parser.add_argument("--quick", action="store_true", help="smoke run: fewer repetitions")
     parser.add_argument("--only", nargs="*", help="benchmark names (compose, memory, ...)")
-    parser.add_argument("--output", type=Path, default=RESULTS / "latest.json")
+    parser.add_argument(
+        "--output",
+        type=Path,
+        default=None,
+        help="JSON result (default: results/latest.json; results/quick.json with --quick, "
+        "so a smoke run never replaces the published figures)",
+    )
     args = parser.parse_args(argv)
+    if args.output is None:
+        args.output = RESULTS / ("quick.json" if args.quick else "latest.json")
 
     sys.path.insert(0, str(HERE))
     report: dict[str, Any] = {
