@@ -185,28 +185,35 @@ def explain_policy(
     return result.provenance()
 
 
-#: Prefix of the temporary files `ctxpolicy.atomic` writes next to a policy; one left
-#: by a killed ``ctxpolicy set`` is not a policy of the folder.
-_TEMP_PREFIX = ".ctxpolicy-"
+def _hidden(path: Path, root: Path) -> bool:
+    """A dot-file or a file under a dot-folder below ``root`` (``.git``, ``.venv``, ...).
+
+    Also covers the temporary ``.ctxpolicy-*`` files a killed ``ctxpolicy set`` may leave.
+    """
+    return any(part.startswith(".") for part in path.relative_to(root).parts)
 
 
-def iter_policy_files(paths: Iterable[PathLike]) -> Iterator[Path]:
-    """The policy files under ``paths`` (files as given; folders searched recursively,
-    skipping ctxpolicy's own temporary files ``.ctxpolicy-*``)."""
+def iter_policy_files(paths: PathLike | Iterable[PathLike]) -> Iterator[Path]:
+    """The policy files under ``paths``: files as given; folders searched recursively,
+    skipping hidden files and folders. A single path may be given instead of a list."""
+    if isinstance(paths, str | os.PathLike):
+        paths = [paths]
     for raw in paths:
         path = Path(raw)
         if path.is_dir():
             found = (
-                p for p in path.rglob("*")
-                if p.suffix.lower() in POLICY_SUFFIXES and not p.name.startswith(_TEMP_PREFIX)
+                p
+                for p in path.rglob("*")
+                if p.suffix.lower() in POLICY_SUFFIXES and not _hidden(p, path)
             )
             yield from sorted(p for p in found if p.is_file())
         else:
             yield path
 
 
-def validate_paths(paths: Iterable[PathLike]) -> list[PolicyIssue]:
-    """Every issue of every policy file under ``paths`` (files or folders, recursive).
+def validate_paths(paths: PathLike | Iterable[PathLike]) -> list[PolicyIssue]:
+    """Every issue of every policy file under ``paths`` (files or folders, recursive;
+    hidden files and folders are skipped; one path may be given instead of a list).
 
     A path that does not exist is itself an issue (rule ``file.missing``).
     """

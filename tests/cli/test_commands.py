@@ -174,3 +174,26 @@ def test_child_validates_from_inside_its_own_folder(monkeypatch) -> None:
     teams = Path(__file__).resolve().parents[2] / "policies" / "teams"
     monkeypatch.chdir(teams)
     assert main(["validate", "data-platform.yaml", "analytics.toml"]) == 0
+
+
+def test_validate_paths_takes_a_single_path_not_its_characters(tmp_path: Path) -> None:
+    from ctxpolicy.loading import validate_paths
+
+    policy = tmp_path / "p.yaml"
+    policy.write_text("version: 1\nname: p\n", encoding="utf-8")
+    assert validate_paths(str(policy)) == []
+    assert validate_paths(policy) == []
+    (issue,) = validate_paths(str(tmp_path / "missing.yaml"))
+    assert issue.rule == "file.missing"
+
+
+def test_folder_scan_skips_hidden_files_and_folders(run_cli) -> None:
+    files = {
+        "policies/ok.yaml": "version: 1\nname: ok\n",
+        "policies/.github/workflows/ci.yml": "on: push\njobs: {}\n",
+        "policies/.venv/lib/pkg/METADATA.toml": "x = 1\n",
+        "policies/.ctxpolicy-abc123.yaml": "version: 1\nname: [half-written\n",
+    }
+    code, out, err = run_cli(files, "validate", "policies", "--format", "json")
+    assert code == 0, out + err
+    assert [f.split("/")[-1] for f in json.loads(out)["files"]] == ["ok.yaml"]
