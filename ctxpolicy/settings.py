@@ -37,7 +37,11 @@ class _CtxPolicySettings(BaseSettings):
 
     if TYPE_CHECKING:  # the runtime class is built by `_settings_class`
         model_config = SettingsConfigDict(
-            env_prefix=ENV_PREFIX, extra="ignore", frozen=True, case_sensitive=False
+            env_prefix=ENV_PREFIX,
+            extra="ignore",
+            frozen=True,
+            case_sensitive=False,
+            env_ignore_empty=True,  # `CTXPOLICY_X=` means unset, not invalid
         )
         enable_share_context: bool | None = None
         policy: Path | None = None
@@ -54,7 +58,11 @@ def _settings_class() -> type[_CtxPolicySettings]:
     class CtxPolicySettings(BaseSettings):
         __doc__ = _CtxPolicySettings.__doc__
         model_config = SettingsConfigDict(
-            env_prefix=ENV_PREFIX, extra="ignore", frozen=True, case_sensitive=False
+            env_prefix=ENV_PREFIX,
+            extra="ignore",
+            frozen=True,
+            case_sensitive=False,
+            env_ignore_empty=True,  # `CTXPOLICY_X=` means unset, not invalid
         )
 
         enable_share_context: bool | None = None
@@ -121,7 +129,8 @@ def read_settings(
     values = {
         name: environ[var]
         for name in settings_class.model_fields
-        if (var := env_var(name)) in environ or (var := var.lower()) in environ
+        if ((var := env_var(name)) in environ or (var := var.lower()) in environ)
+        and environ[var] != ""  # an empty variable is unset (env_ignore_empty)
     }
     problems: list[tuple[str, str]] = []
     valid: dict[str, Any] = {}

@@ -64,6 +64,8 @@ def apply_overrides(
     issues = []
     for variable, message in problems:
         field = variable.removeprefix("CTXPOLICY_").lower()
+        if arguments.get(field) is not None:
+            continue  # an explicit argument wins over the environment (DESIGN §3.2)
         path = SETTING_PATHS.get(field, ())
         issues.append(PolicyIssue(env_source(variable), 0, 0, format_path(path),
                                   f"invalid value of {variable}: {message}", "env.invalid"))

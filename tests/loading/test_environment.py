@@ -104,3 +104,23 @@ def test_every_invalid_variable_is_one_issue(write, monkeypatch, variable, value
                        else "approximate")
     issues = resolve_policy("p.yaml").issues
     assert [(i.file, i.rule) for i in issues] == [(f"<env {variable}>", "env.invalid")]
+
+
+def test_an_argument_overrides_even_an_invalid_environment_value(write, monkeypatch) -> None:
+    write("p.yaml", FILE)
+    monkeypatch.setenv("CTXPOLICY_ENABLE_SHARE_CONTEXT", "bogus")
+    assert load_policy("p.yaml", enable_share_context=False).enable_share_context is False
+    with pytest.raises(PolicyValidationError) as info:
+        load_policy("p.yaml")  # no argument: the bad variable is reported, named
+    assert [i.rule for i in info.value.issues] == ["env.invalid"]
+    assert "CTXPOLICY_ENABLE_SHARE_CONTEXT" in info.value.issues[0].file
+
+
+@pytest.mark.parametrize("variable", ["ENABLE_SHARE_CONTEXT", "TOKENIZER", "CONTEXT_WINDOW"])
+def test_an_empty_environment_variable_is_unset_not_invalid(write, monkeypatch, variable) -> None:
+    write("p.yaml", FILE)
+    monkeypatch.setenv(f"CTXPOLICY_{variable}", "")
+    policy = load_policy("p.yaml")
+    assert policy.enable_share_context is True
+    assert policy.model.tokenizer == "o200k_base"
+    assert policy.model.context_window == 128_000
