@@ -93,7 +93,8 @@ def render_team_policy(name: str, *, extends: str | None, schema: str) -> str:
 # Context policy of team {name}: what goes into the input messages of each LLM call.
 #   check it:          ctxpolicy validate <this file>
 #   see the result:    ctxpolicy show <this file>
-#   see a real call:   ctxpolicy preview <this file> --process react --query "..."
+#   see a real call:   ctxpolicy preview <this file> --process mapreduce_worker --query "..."
+#                      ctxpolicy preview <this file> --process react --state state.json
 #   change one value:  ctxpolicy set <this file> budget.ratios.query 0.1
 #     (`set` keeps these comments, validates first and writes atomically)
 """

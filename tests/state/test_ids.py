@@ -48,3 +48,21 @@ def test_user_turn_needs_a_turn_id() -> None:
 
     with pytest.raises(ValueError, match="turn_id"):
         user_turn("x", turn_id="")
+
+
+def test_appends_after_id_less_histories_get_distinct_ids() -> None:
+    """Two different turns whose last message has no id must not collide (a collision
+    would make add_messages replace the earlier reply instead of appending)."""
+    from langchain_core.messages import AIMessage, HumanMessage
+
+    from ctxpolicy.state import StateBuilder
+
+    first = StateBuilder({"messages": [HumanMessage("hi")]})
+    first.memory.append([AIMessage("OK")])
+    (reply_1,) = first.patch()["messages"]
+    second = StateBuilder(
+        {"messages": [HumanMessage("hi"), reply_1, HumanMessage("again")]}
+    )
+    second.memory.append([AIMessage("OK")])
+    (reply_2,) = second.patch()["messages"]
+    assert reply_1.id and reply_2.id and reply_1.id != reply_2.id
