@@ -4,6 +4,7 @@ folder, and every template compiles in the same sandbox that renders it."""
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -110,7 +111,28 @@ def check_files(policy: Policy) -> list[Finding]:
                 findings.append(Finding((*base_path, "root"),
                                         f"files root {_shown(target)} is not a folder",
                                         "files.root-missing", severity="warning"))
+            findings.extend(_select_escapes(collector.select, (*base_path, "select")))
     return findings
+
+
+_LINE_SUFFIX_RE = re.compile(r"(?::\d+){1,2}$")
+
+
+def _select_escapes(select: tuple[str, ...], path: JsonPath) -> Iterator[Finding]:
+    """``select`` entries that name a file outside the root, caught without reading it.
+
+    Lexical only (absolute paths, ``..`` that climbs out); a symlink that leaves the
+    root is refused when the collector resolves the entry.
+    """
+    for index, entry in enumerate(select):
+        body = entry.strip().removeprefix("[").removesuffix("]").strip()
+        target = _LINE_SUFFIX_RE.sub("", body.split("#", 1)[0])
+        where = (*path, index)
+        if target.startswith(("/", "\\")) or (len(target) > 1 and target[1] == ":"):
+            yield Finding(where, f"{entry!r} is absolute; select files relative to the root",
+                          "path.absolute")
+        elif os.path.normpath(target).replace("\\", "/").split("/")[0] == "..":
+            yield Finding(where, f"{entry!r} leaves the files root", "path.outside")
 
 
 __all__ = ["check_files", "resolve_inside"]

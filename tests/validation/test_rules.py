@@ -154,3 +154,20 @@ def test_self_recursive_macro_is_a_clear_sandbox_error() -> None:
 
     with pytest.raises(SecurityError, match="recursion is too deep"):
         render_template("{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}", {})
+
+
+def test_files_select_escapes_are_validation_errors_at_their_entry(tmp_path: Path) -> None:
+    from ctxpolicy.loading import validate_paths
+
+    (tmp_path / "docs").mkdir()
+    policy = tmp_path / "p.yaml"
+    policy.write_text(
+        "version: 1\nname: p\nlayers:\n  knowledge__context:\n    collector:\n"
+        "      type: files\n      root: docs\n      select:\n"
+        "        - guide.md:1:3\n"  # line 9: fine
+        "        - /etc/passwd\n"  # line 10
+        "        - ../../secret.md#Goals\n",  # line 11
+        encoding="utf-8",
+    )
+    found = sorted((i.line, i.rule) for i in validate_paths([policy]) if i.severity == "error")
+    assert found == [(10, "path.absolute"), (11, "path.outside")]
