@@ -94,7 +94,8 @@ class LayerPlan:
         available_tokens: ``context_window * (1 - output_reserve)``.
         tokenizer: Name of the tokenizer that counts tokens.
         redistribute: Whether unused share flows to layers that need more.
-        share_context: The effective central switch ``enable_share_context``.
+        enable_share_context: The effective central switch (not the process's own
+            ``share_context``, which the reasons of the layers report).
         policy_name: Name of the policy the plan comes from.
         warnings: Static advice about the order (e.g. prompt-cache breakers).
         order: The policy's full layer order (included and excluded layers).
@@ -107,7 +108,7 @@ class LayerPlan:
     available_tokens: int
     tokenizer: TokenizerName
     redistribute: bool
-    share_context: bool = True
+    enable_share_context: bool = True
     policy_name: str = ""
     warnings: tuple[str, ...] = ()
     order: tuple[str, ...] = ()
@@ -148,7 +149,7 @@ class LayerPlan:
             "available_tokens": self.available_tokens,
             "tokenizer": self.tokenizer,
             "redistribute": self.redistribute,
-            "share_context": self.share_context,
+            "enable_share_context": self.enable_share_context,
             "policy": self.policy_name,
             "layers": [layer.to_dict() for layer in self.layers],
             "excluded": [layer.to_dict() for layer in self.excluded],
@@ -279,7 +280,7 @@ def plan_layers(policy: Policy, process: str) -> LayerPlan:
         available_tokens=available,
         tokenizer=policy.model.tokenizer,
         redistribute=policy.budget.redistribute,
-        share_context=switch,
+        enable_share_context=switch,
         policy_name=policy.name,
         warnings=_cache_warnings(policy, planned),
         order=tuple(policy.order),

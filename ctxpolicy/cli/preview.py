@@ -182,7 +182,7 @@ def render_text(
         (
             f"policy {policy.name} · process {plan.process} · query path {plan.query_path} · "
             f"tokenizer {plan.tokenizer} · enable_share_context "
-            f"{str(plan.share_context).lower()}"
+            f"{str(plan.enable_share_context).lower()}"
         ),
         (
             f"window {window} tokens, output reserve {policy.budget.output_reserve:g} → "

@@ -42,7 +42,8 @@ def test_process_switch_matrix(process: str, share: bool) -> None:
     expected = MATRIX[process][0 if share else 1]
     assert list(plan.names) == expected
     assert sorted([*plan.names, *(e.name for e in plan.excluded)]) == sorted(ALL)
-    assert plan.share_context is share
+    assert plan.enable_share_context is share
+    assert plan.to_dict()["enable_share_context"] is share and "share_context" not in plan.to_dict()
     assert plan.query_path == ("runtime" if process.startswith("mapreduce_") else "checkpoint")
 
 
