@@ -6,8 +6,20 @@ import os
 from collections.abc import Iterator
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 from tests.support.postgres import find_postgres_bindir, running_postgres
+
+# Property tests assert behaviour, never speed: no per-example deadline unless a test sets
+# one on purpose (the hostile-input fuzzing bounds time that way). Under CI the examples
+# are derandomized, so a CI run is reproducible from the commit alone.
+settings.register_profile(
+    "ctxpolicy",
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+    derandomize=bool(os.environ.get("CI")),
+)
+settings.load_profile("ctxpolicy")
 
 
 @pytest.fixture(scope="session")
