@@ -13,9 +13,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import subprocess
+import sys
 import tempfile
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from anywhere
+
+from tests.support.chromium import run_chromium
 
 REPO = Path(__file__).resolve().parents[1]
 SYSTEM_PROMPT = (
@@ -88,27 +92,15 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="ctxpolicy-preview-") as folder:
         html_path = args.html or Path(folder) / "preview.html"
         html_path.write_text(page, encoding="utf-8")
-        subprocess.run(
+        run_chromium(
+            "chromium",
+            f"{folder}/profile",
             [
-                "chromium",
-                "--headless",
-                "--no-sandbox",
-                "--disable-gpu",
-                "--disable-quic",
-                "--no-first-run",
-                "--disable-background-networking",
-                "--disable-component-update",
-                "--disable-sync",
-                "--disable-dev-shm-usage",
-                "--hide-scrollbars",
-                f"--user-data-dir={folder}/profile",
                 "--window-size=1100,1700",
                 f"--screenshot={args.png.resolve()}",
                 html_path.resolve().as_uri(),
             ],
             check=True,
-            capture_output=True,
-            timeout=120,
         )
     print(f"wrote {args.png}")
 

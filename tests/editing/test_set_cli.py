@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from ctxpolicy.layers import DEFAULT_ORDER
 from ctxpolicy.loading import load_policy, validate_paths
 from tests.editing.conftest import changed_lines, run_cli, stray_files
 
@@ -180,16 +181,7 @@ def test_toml_policy_edit(policies: Path) -> None:
     assert stray_files(policies) == []
 
 
-_RATIO_KEYS = (
-    "system_prompt",
-    "framework__context",
-    "experience__context",
-    "knowledge__context",
-    "todo__context",
-    "compression__context",
-    "checkpoint_messages",
-    "query",
-)
+_RATIO_KEYS = DEFAULT_ORDER
 
 
 def test_concurrent_threads_never_corrupt_or_lose_edits(policies: Path) -> None:

@@ -7,19 +7,11 @@ from pathlib import Path
 import pytest
 
 from ctxpolicy.errors import UnknownProcessError
+from ctxpolicy.layers import DEFAULT_ORDER
 from ctxpolicy.plan import plan_layers
 from tests.engine.conftest import design_data, make_policy
 
-SP, FW, EX, KN, TD, CP, HI, Q = (
-    "system_prompt",
-    "framework__context",
-    "experience__context",
-    "knowledge__context",
-    "todo__context",
-    "compression__context",
-    "checkpoint_messages",
-    "query",
-)
+SP, FW, EX, KN, TD, CP, HI, Q = DEFAULT_ORDER
 ALL = [SP, FW, EX, KN, TD, CP, HI, Q]
 
 # process -> (layers with sharing on, layers with sharing off)

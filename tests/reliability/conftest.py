@@ -24,6 +24,8 @@ from typing import Any, TypeVar
 
 import pytest
 
+from ctxpolicy.layers import DEFAULT_ORDER
+
 _T = TypeVar("_T")
 
 #: Bound of the hang detector. A correct run takes a fraction of it.
@@ -34,16 +36,7 @@ BASE_POLICY: dict[str, Any] = {
     "name": "reliability",
     "model": {"context_window": 32000, "tokenizer": "cl100k_base"},
     "budget": {"output_reserve": 0.1, "redistribute": True},
-    "order": [
-        "system_prompt",
-        "framework__context",
-        "experience__context",
-        "knowledge__context",
-        "todo__context",
-        "compression__context",
-        "checkpoint_messages",
-        "query",
-    ],
+    "order": list(DEFAULT_ORDER),
     "layers": {
         "framework__context": {
             "collector": {"type": "template", "template": "framework for {{ query }}"}

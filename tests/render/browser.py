@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.chromium import run_chromium
+
 
 def chromium_binary() -> str:
     found = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -29,22 +31,7 @@ def chromium_binary() -> str:
 
 def _run(args: list[str]) -> subprocess.CompletedProcess[str]:
     with tempfile.TemporaryDirectory(prefix="ctxpolicy-chromium-") as profile:
-        command = [
-            chromium_binary(),
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-quic",
-            "--no-first-run",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            "--disable-dev-shm-usage",
-            "--hide-scrollbars",
-            f"--user-data-dir={profile}",
-            *args,
-        ]
-        return subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
+        return run_chromium(chromium_binary(), profile, args)
 
 
 def dump_dom(page: Path) -> str:
