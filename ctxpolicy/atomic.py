@@ -160,8 +160,12 @@ def _require_regular_file(mode: int, path: Path) -> None:
     import errno
     import stat
 
+    from ctxpolicy.reading import NotRegularFileError
+
     if not stat.S_ISREG(mode):
-        raise OSError(errno.EINVAL, "not a regular file (a FIFO, socket or device)", str(path))
+        raise NotRegularFileError(
+            errno.EINVAL, "not a regular file (a FIFO, socket or device)", str(path)
+        )
 
 
 @contextlib.contextmanager

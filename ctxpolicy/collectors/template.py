@@ -8,8 +8,6 @@ it leaves that folder (absolute path, ``..``, or a symlink pointing outside).
 
 from __future__ import annotations
 
-import os
-import stat
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -90,22 +88,20 @@ def read_template_file(relative: str, base_dir: Path | None, *, layer: str) -> s
             too large or not UTF-8.
         OSError: the file cannot be read.
     """
+    from ctxpolicy.reading import FileTooLargeError, NotRegularFileError, read_regular_file
+
     path = resolve_template_file(relative, base_dir, layer=layer)
-    info = path.stat()
-    if not stat.S_ISREG(info.st_mode):  # a FIFO would block, /dev/zero never ends
+    try:
+        data = read_regular_file(path, max_bytes=MAX_TEMPLATE_BYTES, follow_symlinks=False)
+    except NotRegularFileError:  # a FIFO would block, /dev/zero never ends
         raise ValueError(
             f"{layer}: template_file {relative!r} is not a regular file (folder, device, "
             "FIFO or socket)"
-        )
-    if info.st_size > MAX_TEMPLATE_BYTES:
-        raise ValueError(f"{layer}: template_file {relative!r} exceeds {MAX_TEMPLATE_BYTES} bytes")
-    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
-    with os.fdopen(os.open(path, flags), "rb") as handle:
-        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):  # swapped since the check
-            raise ValueError(f"{layer}: template_file {relative!r} is not a regular file")
-        data = handle.read(MAX_TEMPLATE_BYTES + 1)
-    if len(data) > MAX_TEMPLATE_BYTES:
-        raise ValueError(f"{layer}: template_file {relative!r} exceeds {MAX_TEMPLATE_BYTES} bytes")
+        ) from None
+    except FileTooLargeError:
+        raise ValueError(
+            f"{layer}: template_file {relative!r} exceeds {MAX_TEMPLATE_BYTES} bytes"
+        ) from None
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:

@@ -64,12 +64,21 @@ def check_candidate(path: Path, text: str) -> list[PolicyIssue]:
     The text is written to a hidden temporary file in ``path``'s folder (so ``extends``
     and template files resolve exactly as they will) and always removed afterwards.
     Issues name ``path``, not the temporary file.
+
+    Raises:
+        OSError: the candidate itself could not be read back (an I/O failure, not an
+            invalid policy).
     """
+    import errno
+
     from ctxpolicy.atomic import sibling_temp_file
     from ctxpolicy.loading import validate_paths
 
     with sibling_temp_file(path, text) as temp:
         issues = validate_paths([temp])
+    for issue in issues:
+        if issue.rule == "file.unreadable" and Path(issue.file).name == temp.name:
+            raise OSError(errno.EIO, f"could not read the edited text back: {issue.message}")
     return sorted((_relabel(i, temp, path) for i in issues), key=lambda i: i.sort_key)
 
 
@@ -95,6 +104,7 @@ def set_policy_value(path: str | Path, key: str, value: str) -> EditResult:
     """
     from ctxpolicy.atomic import locked_for_update, write_text_atomic
     from ctxpolicy.loading.limits import MAX_FILE_BYTES
+    from ctxpolicy.reading import FileTooLargeError, read_regular_file
 
     target = Path(path)
     fmt = file_format(target)
@@ -104,11 +114,11 @@ def set_policy_value(path: str | Path, key: str, value: str) -> EditResult:
     # validated where it is seen (relative paths such as extends resolve from there).
     real = target.resolve() if target.is_symlink() else target
     with locked_for_update(real):
-        with real.open("rb") as handle:
-            raw = handle.read(MAX_FILE_BYTES + 1)
-        if len(raw) > MAX_FILE_BYTES:
+        try:
+            raw = read_regular_file(real, max_bytes=MAX_FILE_BYTES)
+        except FileTooLargeError:
             limit = f"the policy file limit of {MAX_FILE_BYTES} bytes"
-            raise EditError(f"{target}: larger than {limit}")
+            raise EditError(f"{target}: larger than {limit}") from None
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError as exc:

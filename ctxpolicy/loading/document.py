@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -56,24 +55,24 @@ def _read_bytes(path: Path, name: str) -> tuple[bytes | None, list[PolicyIssue]]
     if suffix not in POLICY_SUFFIXES:
         message = f"not a policy file: expected {', '.join(POLICY_SUFFIXES)}, got {suffix!r}"
         return None, [PolicyIssue(name, 1, 1, "$", message, "file.type")]
+    from ctxpolicy.reading import FileTooLargeError, NotRegularFileError, read_regular_file
+
     try:
-        info = path.stat()
-        if not stat.S_ISREG(info.st_mode):  # a FIFO or a device would block or never end
-            message = "cannot read file: not a regular file (a FIFO, socket or device)"
-            return None, [PolicyIssue(name, 0, 0, "$", message, "file.unreadable")]
-        size = info.st_size
-        if size > MAX_FILE_BYTES:
-            message = f"file is {size} bytes; the limit is {MAX_FILE_BYTES} bytes"
-            return None, [PolicyIssue(name, 1, 1, "$", message, "file.too-large")]
-        with path.open("rb") as handle:
-            raw = handle.read(MAX_FILE_BYTES + 1)
+        raw = read_regular_file(path, max_bytes=MAX_FILE_BYTES)
+    except NotRegularFileError:  # a FIFO or a device would block or never end
+        message = "cannot read file: not a regular file (a FIFO, socket or device)"
+        return None, [PolicyIssue(name, 0, 0, "$", message, "file.unreadable")]
+    except FileTooLargeError as exc:
+        message = (
+            f"file is over the limit of {MAX_FILE_BYTES} bytes"
+            if exc.grew
+            else f"file is {exc.size} bytes; the limit is {MAX_FILE_BYTES} bytes"
+        )
+        return None, [PolicyIssue(name, 1, 1, "$", message, "file.too-large")]
     except OSError as exc:
         reason = exc.strerror or type(exc).__name__
         message = f"cannot read file: {reason}"
         return None, [PolicyIssue(name, 0, 0, "$", message, "file.unreadable")]
-    if len(raw) > MAX_FILE_BYTES:  # grew since stat
-        message = f"file is over the limit of {MAX_FILE_BYTES} bytes"
-        return None, [PolicyIssue(name, 1, 1, "$", message, "file.too-large")]
     return raw, []
 
 
