@@ -13,7 +13,7 @@ the query exactly once; the system prompt only first; the history structurally v
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -241,6 +241,7 @@ def _demands(
     *,
     texts: Mapping[str, _Text],
     history: Sequence[BaseMessage],
+    reserved: Collection[str] = (),
 ) -> dict[str, int]:
     """Tokens each layer would use uncut, counting the history only as far as it matters.
 
@@ -261,6 +262,8 @@ def _demands(
             demands[layer.name] = tok.count_message(texts[layer.name][2])
         else:
             demands[layer.name] = 0
+        if layer.name in reserved:
+            demands[layer.name] = max(demands[layer.name], plan.caps.get(layer.name, 0))
     if history_layer is not None and plan.redistribute and history:
         caps = plan.caps
         others = sum(
@@ -303,6 +306,7 @@ def compose_layers(
     skipped: Sequence[SkippedCollector] = (),
     notes: Mapping[str, Sequence[str]] | None = None,
     request_summary: bool = True,
+    reserved: Collection[str] = (),
 ) -> Composition:
     """Compose one call's messages and report (pure).
 
@@ -317,6 +321,9 @@ def compose_layers(
         notes: Extra per-layer notes for the report.
         request_summary: With history overflow ``summarize``, return a
             `SummarizeRequest` for a dropped prefix (else plain ``drop_oldest``).
+        reserved: Block layers whose whole cap is held for them when caps are
+            redistributed, whatever their text (recall layers: their text is made
+            after the history is cut, and the cut must not move when it arrives).
 
     Returns:
         The `Composition`.
@@ -341,7 +348,7 @@ def compose_layers(
     available = plan.available_tokens
 
     texts = _layer_texts(plan, system_prompt=system_prompt, values=values, query=query)
-    demands = _demands(tok, plan, texts=texts, history=history)
+    demands = _demands(tok, plan, texts=texts, history=history, reserved=reserved)
     caps = plan.caps
     if plan.redistribute:
         caps = redistribute_caps(caps, demands, order=plan.names, available=available)

@@ -11,8 +11,11 @@ and compose again with the new summary.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import inspect
+import sys
+import threading
 from collections.abc import Generator, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,7 +33,7 @@ from ctxpolicy.compose import (
 )
 from ctxpolicy.errors import CollectorError
 from ctxpolicy.layers import CHECKPOINT_MESSAGES, COMPRESSION
-from ctxpolicy.plan import LayerPlan, plan_layers
+from ctxpolicy.plan import LayerPlan, PlannedLayer, plan_layers
 from ctxpolicy.report import ComposeReport, LayerCut, LayerSource, SkippedCollector
 
 if TYPE_CHECKING:
@@ -38,6 +41,10 @@ if TYPE_CHECKING:
 
     from ctxpolicy.collectors.run import CollectOutcome
     from ctxpolicy.policy import Policy
+    from ctxpolicy.recall.recaller import Recaller, RecallRequest, RecallResult
+
+#: The collector type filled after the history is cut (see `PolicyEngine._recall_step`).
+RECALL = "recall"
 
 #: Summaries made per call at most; later overflow falls back to ``drop_oldest``.
 MAX_SUMMARY_PASSES = 3
@@ -85,6 +92,22 @@ class _Call:
     overrides: Mapping[str, str | None]
     requests: tuple[CollectRequest, ...]
     services: Mapping[str, Any]
+    recall_layers: tuple[PlannedLayer, ...] = ()
+    recall_query: str | None = None
+    thread_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RecallStep:
+    """A recall layer to fill once the history's cut is known (yielded by the compose loop).
+
+    Attributes:
+        layer: The recall layer.
+        request: What its `Recaller` needs.
+    """
+
+    layer: PlannedLayer
+    request: RecallRequest
 
 
 class MessagesView(Sequence["BaseMessage"]):
@@ -209,6 +232,27 @@ def summary_prompt(
     return [SystemMessage(SUMMARY_INSTRUCTIONS), HumanMessage(body)]
 
 
+def _recall_note(result: RecallResult) -> str:
+    return (
+        f"recall: thread {result.thread!r}, {result.indexed} new message(s) indexed, "
+        f"{len(result.units)} unit(s) recalled"
+    )
+
+
+def _langgraph_thread_id() -> str | None:
+    """The ``thread_id`` of the LangGraph run this call is part of, if any."""
+    if "langgraph.config" not in sys.modules:
+        return None
+    from langgraph.config import get_config
+
+    try:
+        configurable = get_config().get("configurable") or {}
+    except RuntimeError:  # not inside a runnable
+        return None
+    found = configurable.get("thread_id")
+    return None if found is None else str(found)
+
+
 def _is_runnable(value: Any) -> bool:
     from langchain_core.runnables import Runnable
 
@@ -288,7 +332,7 @@ class PolicyEngine:
     The engine is immutable after construction and safe to share across threads.
     """
 
-    __slots__ = ("_plans", "_policy", "_services")
+    __slots__ = ("_plans", "_policy", "_recall_lock", "_recallers", "_services")
 
     def __init__(self, policy: Policy, *, services: Mapping[str, Any] | None = None) -> None:
         from ctxpolicy.policy import Policy
@@ -300,6 +344,9 @@ class PolicyEngine:
         self._plans: Mapping[str, LayerPlan] = MappingProxyType(
             {name: plan_layers(policy, name) for name in policy.processes}
         )
+        # one index per recall layer, opened on first use and kept for later calls
+        self._recallers: dict[str, Recaller] = {}
+        self._recall_lock = threading.Lock()
 
     @classmethod
     def from_file(
@@ -366,6 +413,8 @@ class PolicyEngine:
         for layer in plan.layers:
             if layer.kind != "block" or layer.collector is None or layer.name in skip:
                 continue
+            if layer.collector.type == RECALL:
+                continue
             overhead = tok.count_message(message_factory(layer.role)(""))
             requests.append(
                 CollectRequest(
@@ -394,6 +443,7 @@ class PolicyEngine:
         contexts: Mapping[str, str | None] | None,
         checkpoint_messages: Sequence[Any] | None,
         services: Mapping[str, Any] | None,
+        thread_id: str | None = None,
     ) -> _Call:
         plan = self.plan(process)
         if state is None:
@@ -416,6 +466,17 @@ class PolicyEngine:
         requests = self._requests(
             plan, state=state, query=effective_query, services=merged, skip=overrides
         )
+        recall_layers = tuple(
+            layer
+            for layer in plan.layers
+            if layer.collector is not None
+            and layer.collector.type == RECALL
+            and layer.name not in overrides
+        )
+        if thread_id is not None and not isinstance(thread_id, str):
+            raise TypeError(f"thread_id must be a str or None, got {type(thread_id).__name__}")
+        if recall_layers and thread_id is None:
+            thread_id = _langgraph_thread_id()
         return _Call(
             plan=plan,
             system_prompt=system_prompt,
@@ -425,6 +486,9 @@ class PolicyEngine:
             overrides=overrides,
             requests=requests,
             services=merged,
+            recall_layers=recall_layers,
+            recall_query=effective_query,
+            thread_id=thread_id,
         )
 
     # ------------------------------------------------------------------ collection
@@ -500,6 +564,7 @@ class PolicyEngine:
             skipped=skipped,
             notes=notes,
             request_summary=request_summary,
+            reserved=[layer.name for layer in call.recall_layers],
         )
 
     def _can_summarize(self, plan: LayerPlan) -> tuple[bool, str | None]:
@@ -524,8 +589,23 @@ class PolicyEngine:
         summary_cuts: Sequence[LayerCut],
         compacted: Sequence[BaseMessage] | None,
         warning: str | None,
+        recalled: Mapping[str, RecallResult] | None = None,
     ) -> ComposeResult:
         report = final.report
+        if recalled:
+            report = dataclasses.replace(
+                report,
+                layers=tuple(
+                    dataclasses.replace(
+                        layer,
+                        recalled=recalled[layer.name].units,
+                        notes=(*layer.notes, _recall_note(recalled[layer.name])),
+                    )
+                    if layer.name in recalled
+                    else layer
+                    for layer in report.layers
+                ),
+            )
         if summary is not None or warning is not None:
             layers = tuple(
                 dataclasses.replace(layer, cuts=(*summary_cuts, *layer.cuts))
@@ -572,6 +652,7 @@ class PolicyEngine:
         contexts: Mapping[str, str | None] | None = None,
         checkpoint_messages: Sequence[Any] | None = None,
         services: Mapping[str, Any] | None = None,
+        thread_id: str | None = None,
     ) -> ComposeResult:
         """Compose the input messages of one call.
 
@@ -588,6 +669,9 @@ class PolicyEngine:
             checkpoint_messages: Overrides ``state["messages"]``; ignored when the
                 process takes no history.
             services: Extra or overriding services for this call.
+            thread_id: The conversation's id for recall layers (default: the LangGraph
+                ``thread_id`` when called inside a graph, else derived from the
+                history's first message).
 
         Returns:
             The `ComposeResult`.
@@ -609,12 +693,16 @@ class PolicyEngine:
             contexts=contexts,
             checkpoint_messages=checkpoint_messages,
             services=services,
+            thread_id=thread_id,
         )
         collected = self._collected(call, run_collectors(call.requests))
         steps = self._summarize_steps(call, *collected)
         try:
             request = next(steps)
             while True:
+                if isinstance(request, RecallStep):
+                    request = steps.send(self._run_recall(request, call.services))
+                    continue
                 summarizer = _summarizer(call.services)
                 summary = summarize_history(summarizer, request.dropped, request.previous_summary)
                 request = steps.send(summary)
@@ -628,7 +716,7 @@ class PolicyEngine:
         values: dict[str, str | None],
         sources: dict[str, LayerSource],
         skipped: Sequence[SkippedCollector],
-    ) -> Generator[SummarizeRequest, str, ComposeResult]:
+    ) -> Generator[SummarizeRequest | RecallStep, Any, ComposeResult]:
         """Compose, yielding each history prefix to summarize and receiving its summary.
 
         The one place the ``summarize`` overflow rule loops (at most
@@ -636,6 +724,7 @@ class PolicyEngine:
         sync or an async summarizer call, so the engine's own logic stays free of I/O.
         """
         can, warning = self._can_summarize(call.plan)
+        skipped = list(skipped)
         history: Sequence[BaseMessage] = call.history
         summary: str | None = None
         cuts: list[LayerCut] = []
@@ -662,6 +751,25 @@ class PolicyEngine:
                 cuts=cuts,
                 composition=composition,
             )
+        recalled: dict[str, RecallResult] = {}
+        if call.recall_layers:
+            for step in self._recall_steps(call, composition):
+                outcome = yield step
+                if isinstance(outcome, SkippedCollector):
+                    skipped.append(outcome)
+                    continue
+                recalled[step.layer.name] = outcome
+                values[step.layer.name] = outcome.text
+                if outcome.text:
+                    sources[step.layer.name] = "collector"
+            composition = self._pass(
+                call,
+                history=history,
+                values=values,
+                sources=sources,
+                skipped=skipped,
+                request_summary=False,
+            )
         return self._result(
             call,
             composition,
@@ -671,7 +779,103 @@ class PolicyEngine:
             summary_cuts=cuts,
             compacted=history if summary is not None else None,
             warning=warning,
+            recalled=recalled,
         )
+
+    def _recall_steps(self, call: _Call, composition: Composition) -> Iterator[RecallStep]:
+        """One `RecallStep` per recall layer, once the history's cut is known.
+
+        The recall layers' caps were held for them (``reserved``), so giving them text
+        cannot move the history's cut; a unit from a kept message is never recalled.
+        """
+        from ctxpolicy.recall.recaller import RecallRequest
+        from ctxpolicy.tokens import get_tokenizer
+
+        tok = get_tokenizer(call.plan.tokenizer)
+        names = {layer.name for layer in call.recall_layers}
+        prompt_text = "\n".join(
+            text for name, text in composition.contexts.items() if name not in names
+        )
+        kept_from = len(call.history) - len(composition.kept_history)
+        for layer in call.recall_layers:
+            report = composition.report.layer(layer.name)
+            overhead = tok.count_message(message_factory(layer.role)(""))
+            cap = report.cap if report.cap is not None else layer.cap
+            yield RecallStep(
+                layer,
+                RecallRequest(
+                    layer=layer.name,
+                    query=call.recall_query,
+                    history=call.history,
+                    kept_from=kept_from,
+                    prompt_text=prompt_text,
+                    cap_tokens=max(0, cap - overhead),
+                    count_tokens=tok.count,
+                    thread_id=call.thread_id,
+                    services=call.services,
+                ),
+            )
+
+    def recaller(self, layer: str, *, services: Mapping[str, Any] | None = None) -> Recaller:
+        """The `Recaller` (index) of recall layer ``layer``, opened on first use.
+
+        Raises:
+            ValueError: ``layer`` is not a recall layer of the policy.
+            CollectorError: the index cannot be opened.
+        """
+        found = self._recallers.get(layer)
+        if found is not None:
+            return found
+        from ctxpolicy.policy import RecallCollectorSpec
+        from ctxpolicy.recall.recaller import Recaller
+
+        spec = self._policy.layer(layer).collector if layer in self._policy.order else None
+        if not isinstance(spec, RecallCollectorSpec):
+            raise ValueError(  # noqa: TRY004 - a bad layer name, not a bad type
+                f"layer {layer!r} of policy {self._policy.name!r} is no recall layer"
+            )
+        with self._recall_lock:
+            found = self._recallers.get(layer)
+            if found is None:
+                found = Recaller(spec, services=self._merged_services(services))
+                self._recallers[layer] = found
+        return found
+
+    def _run_recall(
+        self, step: RecallStep, services: Mapping[str, Any]
+    ) -> RecallResult | SkippedCollector:
+        """Run one recall step, honouring the layer's ``on_error``."""
+        spec = step.layer.collector
+        assert spec is not None
+        try:
+            return self.recaller(step.layer.name, services=services).recall(step.request)
+        except Exception as exc:
+            message = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+            if spec.on_error == "fail":
+                if isinstance(exc, CollectorError):
+                    raise
+                raise CollectorError(step.layer.name, message) from exc
+            return SkippedCollector(step.layer.name, RECALL, message)
+
+    def record(self, messages: Sequence[Any], *, thread_id: str | None = None) -> int:
+        """Index ``messages`` (a conversation's history) into every recall layer now.
+
+        Composing indexes the history it is given; a node calls this after the model
+        answered so the answer is searchable at once. Messages already indexed (by id)
+        are skipped, so calling it again after a resume adds nothing.
+
+        Returns:
+            Messages newly indexed (summed over the recall layers).
+        """
+        history = _as_messages(messages, argument="messages")
+        if thread_id is None:
+            thread_id = _langgraph_thread_id()
+        added = 0
+        for name in self._policy.block_layers:
+            layer = self._policy.layer(name)
+            if layer.collector is not None and layer.collector.type == RECALL:
+                added += self.recaller(name).record(history, thread_id=thread_id)
+        return added
 
     @staticmethod
     def _fold(
@@ -700,6 +904,7 @@ class PolicyEngine:
         contexts: Mapping[str, str | None] | None = None,
         checkpoint_messages: Sequence[Any] | None = None,
         services: Mapping[str, Any] | None = None,
+        thread_id: str | None = None,
     ) -> ComposeResult:
         """Async `compose`: collectors run concurrently (`asyncio.gather`).
 
@@ -715,12 +920,17 @@ class PolicyEngine:
             contexts=contexts,
             checkpoint_messages=checkpoint_messages,
             services=services,
+            thread_id=thread_id,
         )
         collected = self._collected(call, await arun_collectors(call.requests))
         steps = self._summarize_steps(call, *collected)
         try:
             request = next(steps)
             while True:
+                if isinstance(request, RecallStep):
+                    outcome = await asyncio.to_thread(self._run_recall, request, call.services)
+                    request = steps.send(outcome)
+                    continue
                 summarizer = _summarizer(call.services)
                 summary = await asummarize_history(
                     summarizer, request.dropped, request.previous_summary

@@ -20,7 +20,7 @@ TokenizerName = Literal["cl100k_base", "o200k_base", "approximate"]
 
 #: Collector types whose text changes with every query (bad for provider prompt caches
 #: when ordered before stable layers).
-VOLATILE_COLLECTORS: frozenset[str] = frozenset({"retriever", "memory"})
+VOLATILE_COLLECTORS: frozenset[str] = frozenset({"retriever", "memory", "recall"})
 #: Collector types whose text is stable across the calls of one conversation.
 STABLE_COLLECTORS: frozenset[str] = frozenset({"template", "state", "files", "tools"})
 

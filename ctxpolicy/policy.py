@@ -191,6 +191,35 @@ class ToolsCollectorSpec(_CollectorBase):
     service: Annotated[str, Field(pattern=SERVICE_NAME_PATTERN)] = "tools"
 
 
+ENV_VAR_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
+
+
+class RecallWeights(_Frozen):
+    """Weights of the two rankings fused by reciprocal rank fusion."""
+
+    bm25: Annotated[JsonFloat, Field(ge=0, le=100)] = 1.0
+    dense: Annotated[JsonFloat, Field(ge=0, le=100)] = 1.0
+
+
+class RecallCollectorSpec(_CollectorBase):
+    """Recalls the units of the session (and long-term memory) that best answer the query."""
+
+    type: Literal["recall"]
+    backend: Literal["memory", "sqlite", "postgres"] = "memory"
+    path: Annotated[str, Field(min_length=1)] | None = None
+    path_env: Annotated[str, Field(pattern=ENV_VAR_PATTERN)] = "CTXPOLICY_RECALL_PATH"
+    dsn_env: Annotated[str, Field(pattern=ENV_VAR_PATTERN)] = "CTXPOLICY_RECALL_DSN"
+    index: Annotated[str, Field(pattern=SERVICE_NAME_PATTERN)] | None = None
+    candidates: Annotated[JsonInt, Field(ge=1, le=5000)] = 200
+    short_unit_chars: Annotated[JsonInt, Field(ge=40, le=20_000)] = 480
+    max_unit_chars: Annotated[JsonInt, Field(ge=40, le=20_000)] = 600
+    memory: Annotated[str, Field(pattern=SERVICE_NAME_PATTERN)] | None = None
+    memory_limit: Annotated[JsonInt, Field(ge=1, le=1000)] = 20
+    embeddings: Annotated[str, Field(pattern=SERVICE_NAME_PATTERN)] | None = None
+    weights: RecallWeights = RecallWeights()
+    header: str | None = None
+
+
 CollectorSpec = Annotated[
     TemplateCollectorSpec
     | StateCollectorSpec
@@ -198,7 +227,8 @@ CollectorSpec = Annotated[
     | CallableCollectorSpec
     | MemoryCollectorSpec
     | FilesCollectorSpec
-    | ToolsCollectorSpec,
+    | ToolsCollectorSpec
+    | RecallCollectorSpec,
     Field(discriminator="type"),
 ]
 
@@ -210,6 +240,7 @@ COLLECTOR_TYPES: tuple[str, ...] = (
     "memory",
     "files",
     "tools",
+    "recall",
 )
 
 # --------------------------------------------------------------------------- layers
@@ -473,6 +504,8 @@ __all__ = [
     "FilesCollectorSpec",
     "LayerSpec",
     "MemoryCollectorSpec",
+    "RecallCollectorSpec",
+    "RecallWeights",
     "ModelSpec",
     "Policy",
     "ProcessRule",

@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any, Literal, overload
 if TYPE_CHECKING:
     from langchain_core.messages import BaseMessage
 
+    from ctxpolicy.recall.select import RecalledUnit
+
 LayerSource = Literal["argument", "collector", "contexts", "summary", "history", "none"]
 
 
@@ -79,6 +81,7 @@ class LayerReport:
         cuts: What was truncated, dropped, summarized or repaired, and why.
         error: The error text of a collector skipped with ``on_error: skip``.
         notes: Other facts worth knowing (ignored inputs, empty values, ...).
+        recalled: For a recall layer, the units it shows (source, label, score).
     """
 
     name: str
@@ -94,6 +97,7 @@ class LayerReport:
     cuts: tuple[LayerCut, ...] = ()
     error: str | None = None
     notes: tuple[str, ...] = ()
+    recalled: tuple[RecalledUnit, ...] = ()
 
     @property
     def truncated_tokens(self) -> int:
@@ -126,6 +130,7 @@ class LayerReport:
             "cuts": [c.to_dict() for c in self.cuts],
             "error": self.error,
             "notes": list(self.notes),
+            "recalled": [u.to_dict() for u in self.recalled],
         }
 
 

@@ -1,0 +1,100 @@
+"""The search-index protocol of recall, and what every backend shares.
+
+A `RecallIndex` stores the units of each session (thread) and answers ranked
+full-text queries over them. Backends: `ctxpolicy.recall.sqlite.SQLiteRecallIndex`
+(SQLite FTS5 with bm25, in memory or in a file; the embedded default) and
+`ctxpolicy.recall.postgres.PostgresRecallIndex` (PostgreSQL full-text search, for
+several processes or machines). Both keep, per thread, which message ids they have
+indexed, so indexing takes only messages it has not seen, and a unique key on
+``(thread, message id)`` makes a second indexing of the same message a no-op, even
+when two processes race.
+
+See docs/recall.md, "Index".
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+from ctxpolicy.recall.units import Unit
+
+#: Words too common to help a search (English function words and question words).
+STOPWORDS = frozenset(
+    """
+    a about above after again against all am an and any are aren as at be because been
+    before being below between both but by can cannot could did didn do does doesn doing
+    don down during each few for from further had hadn has hasn have haven having he her
+    here hers herself him himself his how i if in into is isn it its itself just let me
+    more most my myself no nor not now of off on once only or other ought our ours
+    ourselves out over own same shall she should so some such than that the their theirs
+    them themselves then there these they this those through to too under until up upon
+    us very was wasn we were weren what when where which while who whom why will with
+    won would you your yours yourself yourselves tell know please remind remember again
+    said say says told ask asked
+    """.split()  # noqa: SIM905 - a word list reads best as text
+)
+_WORD = re.compile(r"\w+", re.UNICODE)
+
+
+def query_terms(text: str, *, limit: int = 32) -> list[str]:
+    """The search terms of a query: lower-case words, stopwords and repeats removed.
+
+    Args:
+        text: The query text.
+        limit: Most terms kept (the first ones).
+    """
+    seen: dict[str, None] = {}
+    for word in _WORD.findall(text.lower()):
+        if word in STOPWORDS or (len(word) < 2 and not word.isdigit()):
+            continue
+        seen.setdefault(word, None)
+        if len(seen) >= limit:
+            break
+    return list(seen)
+
+
+@dataclass(frozen=True, slots=True)
+class RecallHit:
+    """One unit found by a search.
+
+    Attributes:
+        unit: The unit.
+        score: The backend's relevance score (higher is better; bm25 scores are negated
+            so that higher is better everywhere).
+        source: Where it was found (``session`` or a memory tier such as ``memory:l4``).
+    """
+
+    unit: Unit
+    score: float
+    source: str = "session"
+
+
+@runtime_checkable
+class RecallIndex(Protocol):
+    """A per-thread full-text index of units (see the module docstring)."""
+
+    def indexed_messages(self, thread: str) -> list[tuple[int, str]]:
+        """``(position, message id)`` of every message indexed for ``thread``, by position."""
+        ...
+
+    def add_messages(self, thread: str, messages: Sequence[tuple[int, str, Sequence[Unit]]]) -> int:
+        """Index ``(position, message id, units)`` entries; ids already indexed are skipped.
+
+        Returns:
+            How many messages were new.
+        """
+        ...
+
+    def search(self, thread: str, terms: Sequence[str], *, limit: int) -> list[RecallHit]:
+        """The best ``limit`` units of ``thread`` matching any of ``terms``, best first."""
+        ...
+
+    def close(self) -> None:
+        """Release connections."""
+        ...
+
+
+__all__ = ["STOPWORDS", "RecallHit", "RecallIndex", "query_terms"]

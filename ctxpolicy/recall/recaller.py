@@ -1,0 +1,238 @@
+"""`Recaller`: one recall layer's index, kept up to date, searched for each call.
+
+The engine makes one `Recaller` per recall layer on first use and keeps it for later
+calls (that is how the index stays warm between calls without any wiring). Each call:
+index the history's new messages → search the query's terms (bm25, plus a dense
+ranking fused by reciprocal rank when an ``embeddings`` service is configured, plus
+long-term memory when a ``memory`` service is) → `select_units` packs the layer.
+
+See docs/recall.md.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ctxpolicy.errors import CollectorError
+from ctxpolicy.recall.index import RecallHit, RecallIndex, query_terms
+from ctxpolicy.recall.ingest import HistorySync, message_key, thread_key
+from ctxpolicy.recall.select import DEFAULT_HEADER, RecalledUnit, select_units
+from ctxpolicy.recall.units import Unit, UnitSize
+
+if TYPE_CHECKING:
+    from langchain_core.messages import BaseMessage
+
+    from ctxpolicy.policy import RecallCollectorSpec
+
+#: Rank constant of reciprocal rank fusion (the usual value from the RRF paper).
+RRF_K = 60
+
+
+@dataclass(frozen=True, slots=True)
+class RecallRequest:
+    """What one recall layer needs for one call.
+
+    Attributes:
+        layer: The recall layer, e.g. ``recall__context``.
+        query: This call's query text.
+        history: The whole history of the call (the index is fed from it).
+        kept_from: Position of the oldest history message the prompt keeps.
+        prompt_text: Text of the prompt's other layers (nothing is repeated).
+        cap_tokens: Most tokens the layer's text may use.
+        count_tokens: The policy's token counter.
+        thread_id: The conversation's id (None: derived from the history).
+        services: The call's services.
+    """
+
+    layer: str
+    query: str | None
+    history: Sequence[BaseMessage]
+    kept_from: int
+    prompt_text: str
+    cap_tokens: int
+    count_tokens: Callable[[str], int]
+    thread_id: str | None
+    services: Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class RecallResult:
+    """The text of a recall layer and what went into it.
+
+    Attributes:
+        text: The layer text, or None when nothing relevant was found.
+        units: The units shown, in session order.
+        indexed: Messages newly indexed by this call.
+        thread: The thread key searched.
+    """
+
+    text: str | None
+    units: tuple[RecalledUnit, ...]
+    indexed: int
+    thread: str
+
+
+def open_index(spec: RecallCollectorSpec, services: Mapping[str, Any]) -> RecallIndex:
+    """The index a recall spec names (see the ``recall`` collector's schema keys).
+
+    Raises:
+        CollectorError: the backend's location is missing or the index service is wrong.
+    """
+    if spec.index is not None:
+        found = services.get(spec.index)
+        if not isinstance(found, RecallIndex):
+            raise CollectorError(
+                "recall",
+                f"service {spec.index!r} must be a RecallIndex, got {type(found).__name__}",
+            )
+        return found
+    if spec.backend == "memory":
+        from ctxpolicy.recall.sqlite import SQLiteRecallIndex
+
+        return SQLiteRecallIndex(":memory:")
+    if spec.backend == "sqlite":
+        from ctxpolicy.recall.sqlite import SQLiteRecallIndex
+
+        path = os.environ.get(spec.path_env) or spec.path
+        if not path:
+            raise CollectorError(
+                "recall", f"backend sqlite needs 'path' or the variable {spec.path_env}"
+            )
+        return SQLiteRecallIndex(path)
+    from ctxpolicy.recall.postgres import PostgresRecallIndex
+
+    dsn = os.environ.get(spec.dsn_env)
+    if not dsn:
+        raise CollectorError(
+            "recall", f"backend postgres needs a connection string in {spec.dsn_env}"
+        )
+    return PostgresRecallIndex(dsn)
+
+
+def fuse_rankings(
+    rankings: Sequence[tuple[float, Sequence[RecallHit]]], *, k: int = RRF_K
+) -> list[RecallHit]:
+    """Reciprocal rank fusion of weighted rankings (each best first) into one."""
+    scores: dict[str, float] = {}
+    hits: dict[str, RecallHit] = {}
+    for weight, ranking in rankings:
+        if weight <= 0:
+            continue
+        for rank, hit in enumerate(ranking):
+            key = hit.unit.key
+            scores[key] = scores.get(key, 0.0) + weight / (k + rank + 1)
+            hits.setdefault(key, hit)
+    order = sorted(scores, key=lambda key: scores[key], reverse=True)
+    return [RecallHit(hits[key].unit, scores[key], hits[key].source) for key in order]
+
+
+class Recaller:
+    """Index, search and pack for one recall layer (see the module docstring).
+
+    Args:
+        spec: The layer's ``recall`` collector spec.
+        index: The index (default: the one ``spec`` names, see `open_index`).
+        services: Services used to open the index.
+    """
+
+    def __init__(
+        self,
+        spec: RecallCollectorSpec,
+        *,
+        index: RecallIndex | None = None,
+        services: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.spec = spec
+        self.index = index if index is not None else open_index(spec, services or {})
+        size = UnitSize(short_chars=spec.short_unit_chars, max_chars=spec.max_unit_chars)
+        self.sync = HistorySync(self.index, size=size)
+        self._dense: dict[str, Any] = {}
+
+    def record(self, history: Sequence[BaseMessage], *, thread_id: str | None = None) -> int:
+        """Index the new messages of ``history`` (for nodes that record a turn)."""
+        return self.sync.sync(thread_key(history, thread_id), history)
+
+    def _memory_hits(self, services: Mapping[str, Any], query: str) -> list[RecallHit]:
+        if self.spec.memory is None:
+            return []
+        memory = services.get(self.spec.memory)
+        search = getattr(memory, "search", None)
+        if search is None:
+            raise CollectorError(
+                "recall", f"memory service {self.spec.memory!r} has no search(query, limit)"
+            )
+        hits: list[RecallHit] = []
+        for rank, item in enumerate(search(query, self.spec.memory_limit)):
+            content = str(getattr(item, "content", item))
+            tier = str(getattr(item, "tier", "") or "memory")
+            item_id = str(getattr(item, "id", rank))
+            unit = Unit(f"memory:{item_id}", -1, 0, tier, None, 0, 0, content)
+            hits.append(RecallHit(unit, 1.0 / (rank + 1), source="memory"))
+        return hits
+
+    def _dense_hits(self, request: RecallRequest, thread: str) -> list[RecallHit]:
+        if self.spec.embeddings is None:
+            return []
+        from ctxpolicy.recall.dense import DenseUnits
+
+        embeddings = request.services.get(self.spec.embeddings)
+        if embeddings is None or not hasattr(embeddings, "embed_query"):
+            raise CollectorError(
+                "recall",
+                f"embeddings service {self.spec.embeddings!r} must be a langchain-core Embeddings",
+            )
+        store = self._dense.get(thread)
+        if store is None:
+            store = self._dense[thread] = DenseUnits(embeddings, size=self.sync.size)
+        store.sync(request.history)
+        return store.search(request.query or "", limit=self.spec.candidates)
+
+    def recall(self, request: RecallRequest) -> RecallResult:
+        """Index the history's new messages, search, and pack the layer."""
+        history = request.history
+        thread = thread_key(history, request.thread_id)
+        indexed = self.sync.sync(thread, history)
+        query = request.query or ""
+        terms = query_terms(query)
+        if not terms:
+            return RecallResult(None, (), indexed, thread)
+        ranked = self.index.search(thread, terms, limit=self.spec.candidates)
+        dense = self._dense_hits(request, thread)
+        if dense:
+            ranked = fuse_rankings(
+                [(self.spec.weights.bm25, ranked), (self.spec.weights.dense, dense)]
+            )
+        hits = [*self._memory_hits(request.services, query), *ranked]
+
+        def in_history(position: int, message_id: str) -> bool:
+            return position < len(history) and message_key(history[position], position) == (
+                message_id
+            )
+
+        header = DEFAULT_HEADER if self.spec.header is None else self.spec.header
+        cap = request.cap_tokens
+        while True:
+            text, units = select_units(
+                hits,
+                terms=terms,
+                in_history=in_history,
+                kept_from=request.kept_from,
+                prompt_text=request.prompt_text,
+                cap_tokens=cap,
+                count_tokens=request.count_tokens,
+                header=header,
+            )
+            # lines are counted one by one; the joined text can differ by a token or two
+            if text is None or request.count_tokens(text) <= request.cap_tokens or cap <= 0:
+                return RecallResult(text, units, indexed, thread)
+            cap -= max(8, request.count_tokens(text) - request.cap_tokens)
+
+    def close(self) -> None:
+        """Close the index."""
+        self.index.close()
+
+
+__all__ = ["RRF_K", "RecallRequest", "RecallResult", "Recaller", "fuse_rankings", "open_index"]

@@ -1,0 +1,195 @@
+"""Choosing and packing recalled units (pure: hits in, text and choices out).
+
+Rules, in order:
+
+1. **Only what the prompt lacks.** A hit from a message the history layer keeps, from a
+   message that is not in this call's history (another branch), or whose text already
+   appears in another layer of the prompt is skipped; of units with the same text the
+   newest is kept.
+2. **Best first, whole units.** Units are taken in rank order while they fit the cap;
+   one that does not fit is skipped and smaller ones may still fill the space.
+3. **Corrections win.** Units are about the same subject when they match the same query
+   terms. An older unit is taken only if every newer candidate about the same subject
+   (matching at least the terms it matches) is taken too, or is already in the kept
+   history; if the newer one does not fit, the older one is left out. So a prompt never
+   holds only the stale value of a corrected fact that the search found.
+4. **Session order.** The chosen units are shown oldest first, each labelled with its
+   position, role and tool, so a correction reads after what it corrects.
+
+See docs/recall.md, "Selection".
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass
+
+from ctxpolicy.recall.index import RecallHit
+
+DEFAULT_HEADER = (
+    "Recalled from earlier in this session (oldest first; a later line supersedes an "
+    "earlier one about the same thing):"
+)
+_SPACE = re.compile(r"\s+")
+_WORD = re.compile(r"\w+", re.UNICODE)
+
+
+@dataclass(frozen=True, slots=True)
+class RecalledUnit:
+    """A unit recall put into the prompt (for the report and ``preview``).
+
+    Attributes:
+        label: Where it came from, e.g. ``#412 tool search_logs L57``.
+        source: ``session`` or a memory tier.
+        score: Its search score (higher is better).
+        tokens: Tokens its line uses in the layer.
+        message_id: The id of its message.
+        text: The unit's text.
+    """
+
+    label: str
+    source: str
+    score: float
+    tokens: int
+    message_id: str
+    text: str
+
+    def to_dict(self) -> dict[str, object]:
+        """Plain data for JSON output."""
+        return {
+            "label": self.label,
+            "source": self.source,
+            "score": round(self.score, 4),
+            "tokens": self.tokens,
+            "message_id": self.message_id,
+            "text": self.text,
+        }
+
+
+def _normal(text: str) -> str:
+    return _SPACE.sub(" ", text).strip().lower()
+
+
+def _stem(word: str) -> str:
+    """A crude suffix strip, only to compare which query terms two units share."""
+    for suffix in ("ing", "ed", "es", "s"):
+        if len(word) > len(suffix) + 2 and word.endswith(suffix):
+            return word[: -len(suffix)]
+    return word
+
+
+def subject_terms(text: str, terms: Collection[str]) -> frozenset[str]:
+    """The query ``terms`` that ``text`` contains (compared after a light stemming)."""
+    wanted = {_stem(t) for t in terms}
+    return frozenset(s for s in (_stem(w) for w in _WORD.findall(text.lower())) if s in wanted)
+
+
+def render_line(hit: RecallHit) -> str:
+    """The line a unit takes in the layer: ``[label] text``."""
+    unit = hit.unit
+    label = unit.label() if hit.source == "session" else f"{hit.source} {unit.label()}"
+    return f"[{label}] {unit.text}"
+
+
+def select_units(
+    hits: Sequence[RecallHit],
+    *,
+    terms: Collection[str],
+    in_history: Callable[[int, str], bool],
+    kept_from: int,
+    prompt_text: str,
+    cap_tokens: int,
+    count_tokens: Callable[[str], int],
+    header: str = DEFAULT_HEADER,
+) -> tuple[str | None, tuple[RecalledUnit, ...]]:
+    """Choose units from ``hits`` (best first) and render the layer text.
+
+    Args:
+        hits: Search hits, best first.
+        terms: The query's search terms (to tell units about the same subject).
+        in_history: ``(position, message id) -> bool``: whether the unit's message is
+            part of this call's history (memory hits have position -1 and pass).
+        kept_from: Position of the oldest history message the prompt keeps: hits at or
+            after it are already in the prompt.
+        prompt_text: The text of the prompt's other layers (for rule 1).
+        cap_tokens: Most tokens the layer text may use.
+        count_tokens: The policy's token counter.
+        header: First line of the layer.
+
+    Returns:
+        ``(text or None, chosen units in session order)``.
+    """
+    header_tokens = count_tokens(header + "\n") if header else 0
+    budget = cap_tokens - header_tokens
+    if budget <= 0:
+        return None, ()
+    prompt = _normal(prompt_text)
+    candidates: list[RecallHit] = []
+    seen_text: dict[str, int] = {}
+    for hit in hits:
+        unit = hit.unit
+        if unit.position >= 0 and (
+            unit.position >= kept_from or not in_history(unit.position, unit.message_id)
+        ):
+            continue
+        normal = _normal(unit.text)
+        if not normal or normal in prompt:
+            continue
+        earlier = seen_text.get(normal)
+        if earlier is not None:
+            if candidates[earlier].unit.position < unit.position:
+                candidates[earlier] = hit  # the newest copy of a repeated line
+            continue
+        seen_text[normal] = len(candidates)
+        candidates.append(hit)
+    subjects = [subject_terms(h.unit.text, terms) for h in candidates]
+    lines = [render_line(h) for h in candidates]
+    costs = [count_tokens(line + "\n") for line in lines]
+    chosen: set[int] = set()
+    refused: set[int] = set()
+    used = 0
+
+    def newer_about_same(i: int) -> list[int]:
+        mine = subjects[i]
+        if not mine:
+            return []
+        position = candidates[i].unit.position
+        return [
+            j
+            for j, other in enumerate(subjects)
+            if j != i and candidates[j].unit.position > position and mine <= other
+        ]
+
+    for i in range(len(candidates)):
+        if i in chosen or i in refused:
+            continue
+        group = [i, *(j for j in newer_about_same(i) if j not in chosen)]
+        if any(j in refused for j in group[1:]):
+            refused.add(i)
+            continue
+        cost = sum(costs[j] for j in group)
+        if used + cost > budget:
+            refused.add(i)
+            continue
+        chosen.update(group)
+        used += cost
+    order = sorted(chosen, key=lambda j: (candidates[j].unit.position, candidates[j].unit.part))
+    if not order:
+        return None, ()
+    text = "\n".join([header, *(lines[j] for j in order)] if header else [lines[j] for j in order])
+    units = tuple(
+        RecalledUnit(
+            label=candidates[j].unit.label(),
+            source=candidates[j].source,
+            score=candidates[j].score,
+            tokens=costs[j],
+            message_id=candidates[j].unit.message_id,
+            text=candidates[j].unit.text,
+        )
+        for j in order
+    )
+    return text, units
+
+
+__all__ = ["DEFAULT_HEADER", "RecalledUnit", "render_line", "select_units", "subject_terms"]

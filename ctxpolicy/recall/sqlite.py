@@ -1,0 +1,206 @@
+"""SQLite FTS5 recall index (the embedded default), from the standard library.
+
+One database holds every thread: ``recall_message`` records which message ids a thread
+has indexed (primary key ``(thread, message_id)``, so a message is indexed once even if
+two callers race), ``recall_unit`` holds the units and ``recall_fts`` is an FTS5 index
+over them (``porter unicode61`` tokenizer, ranked with bm25). ``path=":memory:"`` keeps
+it in the process; a file path makes it durable across restarts (WAL mode).
+
+See docs/recall.md, "Backends".
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+
+from ctxpolicy.recall.index import RecallHit
+from ctxpolicy.recall.units import Unit
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS recall_message (
+    thread TEXT NOT NULL,
+    message_id TEXT NOT NULL,
+    position INTEGER NOT NULL,
+    PRIMARY KEY (thread, message_id)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS recall_unit (
+    id INTEGER PRIMARY KEY,
+    thread TEXT NOT NULL,
+    message_id TEXT NOT NULL,
+    position INTEGER NOT NULL,
+    part INTEGER NOT NULL,
+    role TEXT NOT NULL,
+    tool TEXT,
+    start_line INTEGER NOT NULL,
+    end_line INTEGER NOT NULL,
+    text TEXT NOT NULL,
+    context TEXT NOT NULL
+);
+CREATE VIRTUAL TABLE IF NOT EXISTS recall_fts USING fts5(
+    text, context, tool, thread UNINDEXED,
+    content='recall_unit', content_rowid='id',
+    tokenize='porter unicode61 remove_diacritics 2'
+);
+"""
+#: bm25 column weights: the unit's own text counts most, its context and tool name less.
+_WEIGHTS = (1.0, 0.3, 0.5)
+#: Most index postings one search ranks: bm25 costs time per matching row, so the
+#: most common terms are left out once the rarer ones already match this many rows
+#: (a term found in a large share of all units says little about any of them).
+MAX_RANKED_POSTINGS = 12_000
+
+
+def _match_expression(terms: Sequence[str]) -> str:
+    return " OR ".join('"' + term.replace('"', '""') + '"' for term in terms)
+
+
+class SQLiteRecallIndex:
+    """A recall index in SQLite FTS5 (see the module docstring).
+
+    Args:
+        path: A database file (created if missing; its folder must exist), or
+            ``":memory:"`` (the default) for an index that lives as long as this object.
+
+    Safe to share between threads (one connection behind a lock).
+    """
+
+    def __init__(self, path: str | Path = ":memory:") -> None:
+        self.path = str(path)
+        self._lock = threading.Lock()
+        self._conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+        if self.path != ":memory:":
+            self._conn.execute("PRAGMA journal_mode=WAL")
+            self._conn.execute("PRAGMA synchronous=NORMAL")
+            self._conn.execute("PRAGMA busy_timeout=10000")
+        self._conn.executescript(_SCHEMA)
+        self._df: dict[str, tuple[int, int]] = {}
+        self._units = self._conn.execute("SELECT count(*) FROM recall_unit").fetchone()[0]
+
+    def __repr__(self) -> str:
+        return f"SQLiteRecallIndex(path={self.path!r})"
+
+    def indexed_messages(self, thread: str) -> list[tuple[int, str]]:
+        """``(position, message id)`` of every message indexed for ``thread``, by position."""
+        with self._lock:
+            rows = self._conn.execute(
+                "SELECT position, message_id FROM recall_message WHERE thread = ? "
+                "ORDER BY position",
+                (thread,),
+            ).fetchall()
+        return [(int(p), str(m)) for p, m in rows]
+
+    def add_messages(self, thread: str, messages: Sequence[tuple[int, str, Sequence[Unit]]]) -> int:
+        """Index new messages of ``thread`` in one transaction; known ids are skipped.
+
+        Returns:
+            How many messages were new.
+        """
+        if not messages:
+            return 0
+        added = 0
+        with self._lock:
+            conn = self._conn
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                for position, message_id, units in messages:
+                    cursor = conn.execute(
+                        "INSERT OR IGNORE INTO recall_message (thread, message_id, position) "
+                        "VALUES (?, ?, ?)",
+                        (thread, message_id, position),
+                    )
+                    if cursor.rowcount != 1:
+                        continue
+                    added += 1
+                    for unit in units:
+                        row = conn.execute(
+                            "INSERT INTO recall_unit (thread, message_id, position, part, role, "
+                            "tool, start_line, end_line, text, context) "
+                            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                            (
+                                thread,
+                                unit.message_id,
+                                unit.position,
+                                unit.part,
+                                unit.role,
+                                unit.tool,
+                                unit.start_line,
+                                unit.end_line,
+                                unit.text,
+                                unit.context,
+                            ),
+                        ).lastrowid
+                        conn.execute(
+                            "INSERT INTO recall_fts (rowid, text, context, tool, thread) "
+                            "VALUES (?, ?, ?, ?, ?)",
+                            (row, unit.text, unit.context, unit.tool or "", thread),
+                        )
+                        self._units += 1
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+        return added
+
+    def _postings(self, term: str) -> int:
+        """Units (of every thread) that contain ``term``; cached while the index grows < 10 %."""
+        cached = self._df.get(term)
+        if cached is not None and self._units <= cached[1] * 1.1 + 100:
+            return cached[0]
+        (count,) = self._conn.execute(
+            "SELECT count(*) FROM recall_fts WHERE recall_fts MATCH ?",
+            (_match_expression([term]),),
+        ).fetchone()
+        self._df[term] = (int(count), self._units)
+        return int(count)
+
+    def ranked_terms(self, terms: Sequence[str]) -> list[str]:
+        """``terms`` that one search ranks: rarest first, within `MAX_RANKED_POSTINGS`.
+
+        The rarest term is always kept; a term that matches nothing is dropped.
+        """
+        with self._lock:
+            counted = sorted((self._postings(t), i, t) for i, t in enumerate(terms))
+        kept: list[str] = []
+        total = 0
+        for count, _, term in counted:
+            if count == 0:
+                continue
+            if kept and total + count > MAX_RANKED_POSTINGS:
+                break
+            kept.append(term)
+            total += count
+        return kept
+
+    def search(self, thread: str, terms: Sequence[str], *, limit: int) -> list[RecallHit]:
+        """The best ``limit`` units of ``thread`` matching any of ``terms`` (bm25), best first."""
+        terms = self.ranked_terms(terms) if len(terms) > 1 else list(terms)
+        if not terms or limit <= 0:
+            return []
+        sql = (
+            "SELECT u.message_id, u.position, u.part, u.role, u.tool, u.start_line, "
+            "u.end_line, u.text, u.context, bm25(recall_fts, ?, ?, ?) AS score "
+            "FROM recall_fts JOIN recall_unit AS u ON u.id = recall_fts.rowid "
+            "WHERE recall_fts MATCH ? AND u.thread = ? ORDER BY score LIMIT ?"
+        )
+        with self._lock:
+            rows = self._conn.execute(
+                sql, (*_WEIGHTS, _match_expression(terms), thread, limit)
+            ).fetchall()
+        return [
+            RecallHit(
+                Unit(str(m), int(p), int(part), str(role), tool, int(s), int(e), str(t), str(c)),
+                -float(score),
+            )
+            for m, p, part, role, tool, s, e, t, c, score in rows
+        ]
+
+    def close(self) -> None:
+        """Close the connection."""
+        with self._lock:
+            self._conn.close()
+
+
+__all__ = ["SQLiteRecallIndex"]
