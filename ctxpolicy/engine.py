@@ -232,6 +232,21 @@ def summary_prompt(
     return [SystemMessage(SUMMARY_INSTRUCTIONS), HumanMessage(body)]
 
 
+def _kept_from(history: Sequence[BaseMessage], kept: Sequence[BaseMessage]) -> int:
+    """Position in ``history`` of the oldest message of ``kept`` (its cut, repairs aside).
+
+    ``kept`` is a suffix of ``history`` less the messages a repair removed, so the cut
+    is at most ``len(history) - len(kept)``; walk back from there to the first kept one.
+    """
+    if not kept:
+        return len(history)
+    first = kept[0]
+    for position in range(len(history) - len(kept), -1, -1):
+        if history[position] is first:
+            return position
+    return len(history) - len(kept)  # pragma: no cover - kept comes from history
+
+
 def _recall_note(result: RecallResult) -> str:
     return (
         f"recall: thread {result.thread!r}, {result.indexed} new message(s) indexed, "
@@ -796,7 +811,7 @@ class PolicyEngine:
         prompt_text = "\n".join(
             text for name, text in composition.contexts.items() if name not in names
         )
-        kept_from = len(call.history) - len(composition.kept_history)
+        kept_from = _kept_from(call.history, composition.kept_history)
         for layer in call.recall_layers:
             report = composition.report.layer(layer.name)
             overhead = tok.count_message(message_factory(layer.role)(""))

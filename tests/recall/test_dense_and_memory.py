@@ -1,0 +1,113 @@
+"""Optional dense ranking (any langchain-core Embeddings, fused by RRF) and memory hits."""
+
+from __future__ import annotations
+
+from langchain_core.embeddings import Embeddings
+from langchain_core.messages import AIMessage, HumanMessage
+
+from ctxpolicy import PolicyEngine
+from ctxpolicy.recall.index import RecallHit
+from ctxpolicy.recall.recaller import fuse_rankings
+from ctxpolicy.recall.units import Unit
+
+# a toy embedding: one dimension per concept, synonyms share it (what a real model learns)
+CONCEPTS = {
+    "database": 0,
+    "db": 0,
+    "postgres": 0,
+    "production": 1,
+    "prod": 1,
+    "live": 1,
+    "port": 2,
+    "socket": 2,
+    "connect": 2,
+    "owner": 3,
+    "maintainer": 3,
+    "responsible": 3,
+}
+
+
+class ConceptEmbeddings(Embeddings):
+    def _embed(self, text: str) -> list[float]:
+        vector = [0.0] * 5
+        for word in text.lower().replace("?", " ").replace(".", " ").split():
+            vector[CONCEPTS.get(word, 4)] += 1.0 if word in CONCEPTS else 0.05
+        return vector
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        return [self._embed(t) for t in texts]
+
+    def embed_query(self, text: str) -> list[float]:
+        return self._embed(text)
+
+
+def filler(n: int) -> list:
+    out = []
+    for i in range(n):
+        out.append(HumanMessage(f"status of batch job {i} please", id=f"h{i}"))
+        out.append(AIMessage(f"batch job {i} finished in {i % 50} minutes", id=f"a{i}"))
+    return out
+
+
+def policy(tmp_path, long_session, embeddings: bool):
+    extra = "embeddings: embed" if embeddings else ""
+    return long_session(window=3000, recall=f"backend: memory\n{extra}", name=f"e{embeddings}")
+
+
+def test_dense_ranking_finds_a_paraphrase_bm25_cannot(tmp_path, long_session) -> None:
+    history = [
+        HumanMessage("Note: the live postgres listens on 6432.", id="fact"),
+        AIMessage("Noted.", id="ok"),
+        *filler(200),
+    ]
+    question = HumanMessage("Which socket do I connect to for the prod db?", id="q")
+    state = {"messages": [*history, question]}
+    plain = PolicyEngine.from_file(policy(tmp_path, long_session, embeddings=False))
+    result = plain.compose(process="react", system_prompt="s", state=state)
+    assert "6432" not in "\n".join(str(m.content) for m in result.messages)
+    dense = PolicyEngine.from_file(
+        policy(tmp_path, long_session, embeddings=True), services={"embed": ConceptEmbeddings()}
+    )
+    result = dense.compose(process="react", system_prompt="s", state=state)
+    assert "6432" in "\n".join(str(m.content) for m in result.messages)
+
+
+def test_reciprocal_rank_fusion_rewards_agreement() -> None:
+    def hits(*names: str) -> list[RecallHit]:
+        return [RecallHit(Unit(n, i, 0, "user", None, 1, 1, n), 1.0) for i, n in enumerate(names)]
+
+    fused = fuse_rankings([(1.0, hits("a", "b", "c")), (1.0, hits("c", "b", "d"))])
+    assert [h.unit.message_id for h in fused][:2] == ["b", "c"] or [
+        h.unit.message_id for h in fused
+    ][:2] == ["c", "b"]
+    assert fused[-1].unit.message_id == "d"
+    only_bm25 = fuse_rankings([(1.0, hits("a", "b")), (0.0, hits("b", "a"))])
+    assert [h.unit.message_id for h in only_bm25] == ["a", "b"]
+
+
+class Item:
+    def __init__(self, content: str, tier: str, item_id: str) -> None:
+        self.content, self.tier, self.id = content, tier, item_id
+
+
+class LongTermMemory:
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, int]] = []
+
+    def search(self, query: str, limit: int) -> list[Item]:
+        self.calls.append((query, limit))
+        return [Item("the billing team owns orders_v7 since March", "l4", "x1")]
+
+
+def test_long_term_memory_hits_are_labelled_with_their_tier(tmp_path, long_session) -> None:
+    memory = LongTermMemory()
+    path = long_session(window=3000, recall="backend: memory\nmemory: ltm\nmemory_limit: 7")
+    engine = PolicyEngine.from_file(path, services={"ltm": memory})
+    state = {"messages": [*filler(50), HumanMessage("who owns orders_v7?", id="q")]}
+    result = engine.compose(process="react", system_prompt="s", state=state)
+    layer = result.report.layer("recall__context")
+    assert memory.calls == [("who owns orders_v7?", 7)]
+    (unit,) = [u for u in layer.recalled if u.source == "memory"]
+    assert unit.label == "l4"
+    text = "\n".join(str(m.content) for m in result.messages)
+    assert "[memory l4] the billing team owns orders_v7 since March" in text
