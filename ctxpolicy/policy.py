@@ -211,7 +211,7 @@ class RecallCollectorSpec(_CollectorBase):
     dsn_env: Annotated[str, Field(pattern=ENV_VAR_PATTERN)] = "CTXPOLICY_RECALL_DSN"
     index: Annotated[str, Field(pattern=SERVICE_NAME_PATTERN)] | None = None
     candidates: Annotated[JsonInt, Field(ge=1, le=5000)] = 200
-    short_unit_chars: Annotated[JsonInt, Field(ge=40, le=20_000)] = 480
+    min_unit_chars: Annotated[JsonInt, Field(ge=1, le=2000)] = 40
     max_unit_chars: Annotated[JsonInt, Field(ge=40, le=20_000)] = 600
     memory: Annotated[str, Field(pattern=SERVICE_NAME_PATTERN)] | None = None
     memory_limit: Annotated[JsonInt, Field(ge=1, le=1000)] = 20

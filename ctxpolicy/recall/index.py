@@ -37,6 +37,9 @@ STOPWORDS = frozenset(
     """.split()  # noqa: SIM905 - a word list reads best as text
 )
 _WORD = re.compile(r"\w+", re.UNICODE)
+#: Score factor of a unit that states a value (`ctxpolicy.recall.units.states_value`):
+#: a fact's statement ranks above the many lines that only mention its subject.
+STATEMENT_BOOST = 1.5
 
 
 def query_terms(text: str, *, limit: int = 32) -> list[str]:
@@ -92,9 +95,13 @@ class RecallIndex(Protocol):
         """The best ``limit`` units of ``thread`` matching any of ``terms``, best first."""
         ...
 
+    def forget_messages(self, thread: str, message_ids: Sequence[str]) -> int:
+        """Remove messages of an abandoned branch (and their units) from ``thread``."""
+        ...
+
     def close(self) -> None:
         """Release connections."""
         ...
 
 
-__all__ = ["STOPWORDS", "RecallHit", "RecallIndex", "query_terms"]
+__all__ = ["STATEMENT_BOOST", "STOPWORDS", "RecallHit", "RecallIndex", "query_terms"]

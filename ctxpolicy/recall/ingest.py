@@ -104,6 +104,12 @@ class HistorySync:
             known = set(log[start:])
             del log[start:]
             fresh = history[start:]
+            if known:
+                # a restore to an earlier step: what the old branch said after it is gone
+                current = {message_key(m, start + i) for i, m in enumerate(fresh)}
+                abandoned = [mid for mid in known if mid not in current]
+                self.index.forget_messages(thread, abandoned)
+                known -= set(abandoned)
             names = _tool_names(history[max(0, start - 8) : start]) | _tool_names(fresh)
             entries: list[tuple[int, str, Sequence[Unit]]] = []
             for offset, message in enumerate(fresh):

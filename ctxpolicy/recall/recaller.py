@@ -147,7 +147,7 @@ class Recaller:
     ) -> None:
         self.spec = spec
         self.index = index if index is not None else open_index(spec, services or {})
-        size = UnitSize(short_chars=spec.short_unit_chars, max_chars=spec.max_unit_chars)
+        size = UnitSize(min_chars=spec.min_unit_chars, max_chars=spec.max_unit_chars)
         self.sync = HistorySync(self.index, size=size)
         self._dense: dict[str, Any] = {}
 

@@ -8,12 +8,15 @@ Rules, in order:
    newest is kept.
 2. **Best first, whole units.** Units are taken in rank order while they fit the cap;
    one that does not fit is skipped and smaller ones may still fill the space.
-3. **Corrections win.** Units are about the same subject when they match the same query
-   terms. An older unit is taken only if every newer candidate about the same subject
-   (matching at least the terms it matches) is taken too, or is already in the kept
-   history; if the newer one does not fit, the older one is left out. So a prompt never
-   holds only the stale value of a corrected fact that the search found.
-4. **Session order.** The chosen units are shown oldest first, each labelled with its
+3. **Statements first** (decided by the index, see `ctxpolicy.recall.units.states_value`):
+   a unit that states a value ranks above the units that only mention its subject.
+4. **Corrections win.** Two statements are about the same subject when they match the
+   same query terms. An older statement is taken only if every newer candidate statement
+   about the same subject (matching at least the terms it matches) is taken too, or is
+   already in the kept history; if the newer one does not fit, the older one is left
+   out. So a prompt never holds only the stale value of a corrected fact that the
+   search found.
+5. **Session order.** The chosen units are shown oldest first, each labelled with its
    position, role and tool, so a correction reads after what it corrects.
 
 See docs/recall.md, "Selection".
@@ -33,6 +36,10 @@ DEFAULT_HEADER = (
 )
 _SPACE = re.compile(r"\s+")
 _WORD = re.compile(r"\w+", re.UNICODE)
+#: A value: a token with a digit, or words joined by ``- _ . / : # @``.
+_VALUE = re.compile(r"\w*\d\w*|\w+(?:[-]*[_./:#@]+[-\w]+)+|#[\w-]+", re.UNICODE)
+#: A connector followed by a capitalised name (``owner is Ingrid Solberg``).
+_NAMED = re.compile(r"(?:\bis|\bare|\bnow|\bto|=|->|:)\s+[\"'`]?[A-Z][a-z]")
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,11 +92,54 @@ def subject_terms(text: str, terms: Collection[str]) -> frozenset[str]:
     return frozenset(s for s in (_stem(w) for w in _WORD.findall(text.lower())) if s in wanted)
 
 
+def states_value(text: str, terms: Collection[str]) -> bool:
+    """Whether ``text`` names one of ``terms`` and then gives a value (rule 4's statements)."""
+    wanted = {_stem(t) for t in terms}
+    last = -1
+    for match in _WORD.finditer(text.lower()):
+        if _stem(match.group()) in wanted:
+            last = match.end()
+    if last < 0:
+        return False
+    tail = text[last:]
+    return bool(_VALUE.search(tail) or _NAMED.search(tail))
+
+
 def render_line(hit: RecallHit) -> str:
     """The line a unit takes in the layer: ``[label] text``."""
     unit = hit.unit
     label = unit.label() if hit.source == "session" else f"{hit.source} {unit.label()}"
     return f"[{label}] {unit.text}"
+
+
+def _missing_from_prompt(
+    hits: Sequence[RecallHit],
+    *,
+    in_history: Callable[[int, str], bool],
+    kept_from: int,
+    prompt_text: str,
+) -> list[RecallHit]:
+    """Rule 1: the hits the prompt lacks, best first; the newest copy of repeated text."""
+    prompt = _normal(prompt_text)
+    candidates: list[RecallHit] = []
+    seen_text: dict[str, int] = {}
+    for hit in hits:
+        unit = hit.unit
+        if unit.position >= 0 and (
+            unit.position >= kept_from or not in_history(unit.position, unit.message_id)
+        ):
+            continue
+        normal = _normal(unit.text)
+        if not normal or normal in prompt:
+            continue
+        earlier = seen_text.get(normal)
+        if earlier is not None:
+            if candidates[earlier].unit.position < unit.position:
+                candidates[earlier] = hit  # the newest copy of a repeated line
+            continue
+        seen_text[normal] = len(candidates)
+        candidates.append(hit)
+    return candidates
 
 
 def select_units(
@@ -124,26 +174,14 @@ def select_units(
     budget = cap_tokens - header_tokens
     if budget <= 0:
         return None, ()
-    prompt = _normal(prompt_text)
-    candidates: list[RecallHit] = []
-    seen_text: dict[str, int] = {}
-    for hit in hits:
-        unit = hit.unit
-        if unit.position >= 0 and (
-            unit.position >= kept_from or not in_history(unit.position, unit.message_id)
-        ):
-            continue
-        normal = _normal(unit.text)
-        if not normal or normal in prompt:
-            continue
-        earlier = seen_text.get(normal)
-        if earlier is not None:
-            if candidates[earlier].unit.position < unit.position:
-                candidates[earlier] = hit  # the newest copy of a repeated line
-            continue
-        seen_text[normal] = len(candidates)
-        candidates.append(hit)
-    subjects = [subject_terms(h.unit.text, terms) for h in candidates]
+    candidates = _missing_from_prompt(
+        hits, in_history=in_history, kept_from=kept_from, prompt_text=prompt_text
+    )
+    statements = [states_value(h.unit.text, terms) for h in candidates]
+    subjects = [
+        subject_terms(h.unit.text, terms) if statements[i] else frozenset()
+        for i, h in enumerate(candidates)
+    ]
     lines = [render_line(h) for h in candidates]
     costs = [count_tokens(line + "\n") for line in lines]
     chosen: set[int] = set()
@@ -192,4 +230,11 @@ def select_units(
     return text, units
 
 
-__all__ = ["DEFAULT_HEADER", "RecalledUnit", "render_line", "select_units", "subject_terms"]
+__all__ = [
+    "DEFAULT_HEADER",
+    "RecalledUnit",
+    "render_line",
+    "select_units",
+    "states_value",
+    "subject_terms",
+]

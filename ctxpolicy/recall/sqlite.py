@@ -16,8 +16,8 @@ import threading
 from collections.abc import Sequence
 from pathlib import Path
 
-from ctxpolicy.recall.index import RecallHit
-from ctxpolicy.recall.units import Unit
+from ctxpolicy.recall.index import STATEMENT_BOOST, RecallHit
+from ctxpolicy.recall.units import Unit, states_value
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS recall_message (
@@ -37,7 +37,8 @@ CREATE TABLE IF NOT EXISTS recall_unit (
     start_line INTEGER NOT NULL,
     end_line INTEGER NOT NULL,
     text TEXT NOT NULL,
-    context TEXT NOT NULL
+    context TEXT NOT NULL,
+    statement INTEGER NOT NULL DEFAULT 0
 );
 CREATE VIRTUAL TABLE IF NOT EXISTS recall_fts USING fts5(
     text, context, tool, thread UNINDEXED,
@@ -117,8 +118,8 @@ class SQLiteRecallIndex:
                     for unit in units:
                         row = conn.execute(
                             "INSERT INTO recall_unit (thread, message_id, position, part, role, "
-                            "tool, start_line, end_line, text, context) "
-                            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                            "tool, start_line, end_line, text, context, statement) "
+                            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                             (
                                 thread,
                                 unit.message_id,
@@ -130,6 +131,7 @@ class SQLiteRecallIndex:
                                 unit.end_line,
                                 unit.text,
                                 unit.context,
+                                states_value(unit.text),
                             ),
                         ).lastrowid
                         conn.execute(
@@ -174,20 +176,71 @@ class SQLiteRecallIndex:
             total += count
         return kept
 
+    def forget_messages(self, thread: str, message_ids: Sequence[str]) -> int:
+        """Remove messages (and their units) from ``thread``: an abandoned branch.
+
+        Returns:
+            How many messages were removed.
+        """
+        if not message_ids:
+            return 0
+        removed = 0
+        with self._lock:
+            conn = self._conn
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                for message_id in message_ids:
+                    rows = conn.execute(
+                        "SELECT id, text, context, tool FROM recall_unit "
+                        "WHERE thread = ? AND message_id = ?",
+                        (thread, message_id),
+                    ).fetchall()
+                    for row, text, context, tool in rows:
+                        conn.execute(
+                            "INSERT INTO recall_fts (recall_fts, rowid, text, context, tool, "
+                            "thread) VALUES ('delete', ?, ?, ?, ?, ?)",
+                            (row, text, context, tool or "", thread),
+                        )
+                        conn.execute("DELETE FROM recall_unit WHERE id = ?", (row,))
+                        self._units -= 1
+                    removed += conn.execute(
+                        "DELETE FROM recall_message WHERE thread = ? AND message_id = ?",
+                        (thread, message_id),
+                    ).rowcount
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+        return removed
+
     def search(self, thread: str, terms: Sequence[str], *, limit: int) -> list[RecallHit]:
-        """The best ``limit`` units of ``thread`` matching any of ``terms`` (bm25), best first."""
-        terms = self.ranked_terms(terms) if len(terms) > 1 else list(terms)
+        """The best ``limit`` units of ``thread`` matching any of ``terms`` (bm25), best first.
+
+        A unit that states a value (`ctxpolicy.recall.units.states_value`, decided when
+        it was indexed) has its score multiplied by `STATEMENT_BOOST`.
+
+        Every term counts in the score, but only rows that contain one of the rarer
+        terms (`ranked_terms`) are scored: ``(rare OR ...) AND (every term OR ...)``.
+        """
+        terms = list(dict.fromkeys(terms))
         if not terms or limit <= 0:
             return []
+        rare = self.ranked_terms(terms) if len(terms) > 1 else terms
+        if not rare:
+            return []
+        expression = _match_expression(rare)
+        if len(rare) < len(terms):
+            expression = f"({expression}) AND ({_match_expression(terms)})"
         sql = (
             "SELECT u.message_id, u.position, u.part, u.role, u.tool, u.start_line, "
-            "u.end_line, u.text, u.context, bm25(recall_fts, ?, ?, ?) AS score "
+            "u.end_line, u.text, u.context, "
+            "bm25(recall_fts, ?, ?, ?) * (CASE WHEN u.statement THEN ? ELSE 1.0 END) AS score "
             "FROM recall_fts JOIN recall_unit AS u ON u.id = recall_fts.rowid "
             "WHERE recall_fts MATCH ? AND u.thread = ? ORDER BY score LIMIT ?"
         )
         with self._lock:
             rows = self._conn.execute(
-                sql, (*_WEIGHTS, _match_expression(terms), thread, limit)
+                sql, (*_WEIGHTS, STATEMENT_BOOST, expression, thread, limit)
             ).fetchall()
         return [
             RecallHit(

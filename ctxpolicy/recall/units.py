@@ -1,12 +1,12 @@
 """Units the size of a fact: how messages are split before they are indexed.
 
-A message is split into *units*: a short message is one unit; a longer one is split
-into paragraphs, a multi-line text (a log dump, a table) into its lines, a JSON
-payload into its records. A line buried in a 100-line tool output is therefore its own
-unit and can be found and shown alone. Each unit keeps where it came from (message id,
-position in the session, role, tool name, line span) and a little surrounding context
-(the message's first line, e.g. the command or header of a tool output) that is
-indexed with it but not shown.
+A message is split into *units*: prose into sentences, a multi-line text (a log dump,
+a table) into its lines, a JSON payload into its records. A line buried in a 100-line
+tool output, or the one sentence that states a fact in a chatty message, is therefore
+its own unit and can be found and shown alone. Each unit keeps where it came from
+(message id, position in the session, role, tool name, line span) and a little
+surrounding context (the sentence before it, or the first line of a dump: the command
+or header) that is indexed with it but not shown.
 
 See docs/recall.md, "Units".
 """
@@ -22,9 +22,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from langchain_core.messages import BaseMessage
 
-#: A message whose text is at most this many characters and lines stays one unit.
-SHORT_MESSAGE_CHARS = 480
-SHORT_MESSAGE_LINES = 3
+#: A sentence shorter than this many characters is joined with the next one.
+MIN_UNIT_CHARS = 40
 #: Longest unit text in characters; longer lines are cut at whitespace into pieces.
 MAX_UNIT_CHARS = 600
 #: Longest context kept with a unit (characters).
@@ -32,6 +31,19 @@ MAX_CONTEXT_CHARS = 160
 
 _ROLES: Mapping[str, str] = {"human": "user", "ai": "assistant", "tool": "tool"}
 _PARAGRAPH = re.compile(r"\n\s*\n")
+#: Times and dates: metadata of a log line, not the value a statement gives.
+_TIMESTAMP = re.compile(
+    r"\b\d{4}-\d{2}-\d{2}(?:[T ]\d{1,2}:\d{2}(?::\d{2})?(?:\.\d+)?Z?)?\b"
+    r"|\b\d{1,2}:\d{2}(?::\d{2})?(?:\.\d+)?\b"
+)
+#: A connector, then (within two words) a value: a token with a digit or with one of
+#: ``_ . / : # @`` inside, or a capitalised name.
+_STATEMENT = re.compile(
+    r"(?:\b(?:is|are|was|were|now|to|on|as|at|equals)\b|=|->|=>|:)\s*"
+    r"(?:[\w'-]+\s+){0,2}?[\"'`(\[]?"
+    r"(?:[\w-]*\d[\w./:#@-]*|[\w-]+[_./:#@][\w./:#@-]+|#[\w-]+|[A-Z][a-z]+)",
+)
+_SENTENCE_END = re.compile(r"(?<=[.!?;])\s+(?=[A-Z0-9\"'(\[#@`])")
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +97,17 @@ def message_text(message: BaseMessage) -> str:
     return str(message.text)
 
 
+def states_value(text: str) -> bool:
+    """Whether ``text`` reads as a statement of a value (``X is eu-west-3``, ``port = 6432``,
+    ``-> INC-48213``, ``"value": "7f3a9c"``, ``owner is Ingrid Solberg``).
+
+    A unit that states a value ranks above one that only mentions its subject (a question
+    about it, "config unchanged"): the index multiplies its bm25 score by
+    ``STATEMENT_BOOST`` (see docs/recall.md, "Index"). Times and dates do not count.
+    """
+    return bool(_STATEMENT.search(_TIMESTAMP.sub(" ", text)))
+
+
 def _chunks(text: str, limit: int = MAX_UNIT_CHARS) -> Iterator[str]:
     """``text`` in pieces of at most ``limit`` characters, cut at whitespace."""
     while len(text) > limit:
@@ -120,28 +143,53 @@ def _json_records(text: str) -> list[str] | None:
     return [json.dumps(item, ensure_ascii=False, separators=(", ", ": ")) for item in items]
 
 
-def _spans(text: str, limit: int) -> Iterator[tuple[int, int, str]]:
-    """``(start_line, end_line, text)`` pieces of a long text: paragraphs, else lines."""
+def _sentences(block: str, min_chars: int) -> list[str]:
+    """The sentences of a prose block; ones shorter than ``min_chars`` join the next."""
+    out: list[str] = []
+    pending = ""
+    for raw in _SENTENCE_END.split(block):
+        sentence = raw.strip()
+        if not sentence:
+            continue
+        pending = f"{pending} {sentence}" if pending else sentence
+        if len(pending) >= min_chars:
+            out.append(pending)
+            pending = ""
+    if pending:
+        if out and len(pending) < min_chars:
+            out[-1] = f"{out[-1]} {pending}"
+        else:
+            out.append(pending)
+    return out
+
+
+def _spans(text: str, size: UnitSize) -> Iterator[tuple[int, int, str, str]]:
+    """``(start_line, end_line, text, context)`` pieces: sentences of prose, else lines."""
     lines = text.split("\n")
-    multi_line_paragraph = any(p.count("\n") >= 2 for p in _PARAGRAPH.split(text.strip("\n")))
-    if not multi_line_paragraph:
-        # prose: paragraphs (each a short block of at most two lines)
-        start = 0
-        for number, line in enumerate([*lines, ""], start=1):
+    dump = any(p.count("\n") >= 2 for p in _PARAGRAPH.split(text.strip("\n")))
+    if dump:  # a log dump or a table: every line a unit, the first line as context
+        head = next((ln.strip() for ln in lines if ln.strip()), "")[:MAX_CONTEXT_CHARS]
+        for number, line in enumerate(lines, start=1):
             if line.strip():
-                if not start:
-                    start = number
-                continue
-            if start:
-                block = "\n".join(lines[start - 1 : number - 1]).strip()
-                for piece in _chunks(block, limit):
-                    yield start, number - 1, piece
-                start = 0
+                for piece in _chunks(line.strip(), size.max_chars):
+                    yield number, number, piece, "" if piece.startswith(head) else head
         return
-    for number, line in enumerate(lines, start=1):
+    # prose: paragraphs of at most two lines, split into sentences; the sentence before
+    # a sentence is its context (what "it" refers to)
+    start = 0
+    previous = ""
+    for number, line in enumerate([*lines, ""], start=1):
         if line.strip():
-            for piece in _chunks(line.strip(), limit):
-                yield number, number, piece
+            if not start:
+                start = number
+            continue
+        if start:
+            block = " ".join(ln.strip() for ln in lines[start - 1 : number - 1])
+            for sentence in _sentences(block, size.min_chars):
+                for piece in _chunks(sentence, size.max_chars):
+                    yield start, number - 1, piece, previous[-MAX_CONTEXT_CHARS:]
+                    previous = piece
+            start = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,12 +197,11 @@ class UnitSize:
     """How large units are.
 
     Attributes:
-        short_chars: A text of at most this many characters (and fewer than
-            `SHORT_MESSAGE_LINES` lines) stays one unit.
+        min_chars: A sentence shorter than this joins the next one.
         max_chars: Longest unit; longer lines are cut at whitespace.
     """
 
-    short_chars: int = SHORT_MESSAGE_CHARS
+    min_chars: int = MIN_UNIT_CHARS
     max_chars: int = MAX_UNIT_CHARS
 
 
@@ -176,8 +223,6 @@ def split_text(
     def unit(part: int, start: int, end: int, body: str, context: str = "") -> Unit:
         return Unit(message_id, position, first_part + part, role, tool, start, end, body, context)
 
-    if len(text) <= size.short_chars and text.count("\n") < SHORT_MESSAGE_LINES:
-        return [unit(0, 1, text.count("\n") + 1, text.strip())]
     records = _json_records(text)
     if records is not None and len(records) > 1:
         head = text.strip()[:MAX_CONTEXT_CHARS].split("\n", 1)[0] if tool is None else ""
@@ -186,12 +231,12 @@ def split_text(
             for piece in _chunks(record, size.max_chars):
                 out.append(unit(len(out), 1, 1, piece, head))
         return out
-    first_line = next((ln.strip() for ln in text.split("\n") if ln.strip()), "")
-    context = first_line[:MAX_CONTEXT_CHARS]
-    out = []
-    for start, end, body in _spans(text, size.max_chars):
-        out.append(unit(len(out), start, end, body, "" if body.startswith(context) else context))
-    return out
+    if records is not None:  # one JSON record: one unit
+        return [unit(0, 1, text.count("\n") + 1, text.strip())]
+    return [
+        unit(part, start, end, body, context)
+        for part, (start, end, body, context) in enumerate(_spans(text, size))
+    ]
 
 
 def split_message(
@@ -240,10 +285,11 @@ def split_message(
 
 __all__ = [
     "MAX_UNIT_CHARS",
-    "SHORT_MESSAGE_CHARS",
+    "MIN_UNIT_CHARS",
     "Unit",
     "UnitSize",
     "message_text",
     "split_message",
     "split_text",
+    "states_value",
 ]

@@ -57,13 +57,18 @@ def test_only_new_ids_are_indexed_and_a_repeat_adds_nothing() -> None:
     assert unit_rows(index) == rows + 1
 
 
-def test_branch_after_a_restore_indexes_only_the_new_branch() -> None:
+def test_a_restore_to_an_earlier_step_forgets_the_abandoned_branch() -> None:
     index = SQLiteRecallIndex()
     sync = HistorySync(index)
     base = history(5)
-    sync.sync("t", [*base, HumanMessage("branch one", id="b1")])
-    assert sync.sync("t", [*base, HumanMessage("branch two", id="b2")]) == 1
-    assert sync.sync("t", [*base, HumanMessage("branch one", id="b1")]) == 0
+    sync.sync("t", [*base, HumanMessage("branch one says kiwi", id="b1")])
+    assert index.search("t", ["kiwi"], limit=5)
+    assert sync.sync("t", [*base, HumanMessage("branch two says mango", id="b2")]) == 1
+    assert not index.search("t", ["kiwi"], limit=5)
+    assert [h.unit.message_id for h in index.search("t", ["mango"], limit=5)] == ["b2"]
+    assert "b1" not in {mid for _, mid in index.indexed_messages("t")}
+    # going back to the first branch indexes it again
+    assert sync.sync("t", [*base, HumanMessage("branch one says kiwi", id="b1")]) == 1
 
 
 def test_file_index_survives_a_restart(tmp_path: Path) -> None:

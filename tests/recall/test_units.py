@@ -55,15 +55,33 @@ def test_json_payload_splits_into_records() -> None:
     assert json.loads(units[12].text)["owner"] == "orders-squad"
 
 
-def test_prose_splits_into_paragraphs_and_long_lines_are_cut() -> None:
+def test_prose_splits_into_sentences_and_long_lines_are_cut() -> None:
     para = "word " * 200
     text = f"First paragraph about the deploy.\nIt spans two lines.\n\n{para}\n\nLast one."
     units = split_text(text, message_id="p", position=1, role="assistant")
-    assert units[0].text == "First paragraph about the deploy.\nIt spans two lines."
+    # a sentence under min_chars (40) joins the next one; lines of a paragraph are joined
+    assert units[0].text == "First paragraph about the deploy. It spans two lines."
     assert (units[0].start_line, units[0].end_line) == (1, 2)
     assert all(len(u.text) <= UnitSize().max_chars for u in units)
     assert units[-1].text == "Last one."
     assert units[-1].start_line == 6
+
+
+def test_the_sentence_that_states_a_fact_is_its_own_unit_with_the_one_before_as_context() -> None:
+    text = (
+        "Did anyone rotate the credentials of the payments service recently? Chen asked in "
+        "standup. By the way, search-indexer's Grafana dashboard is grafana.acme.io/d/x1y2, "
+        "Marcus confirmed it this morning."
+    )
+    units = split_text(text, message_id="m", position=4, role="user")
+    assert [u.text for u in units] == [
+        "Did anyone rotate the credentials of the payments service recently?",
+        (
+            "Chen asked in standup. By the way, search-indexer's Grafana dashboard is "
+            "grafana.acme.io/d/x1y2, Marcus confirmed it this morning."
+        ),
+    ]
+    assert units[1].context == units[0].text
 
 
 def test_ai_tool_calls_are_units_too() -> None:
@@ -78,14 +96,16 @@ def test_ai_tool_calls_are_units_too() -> None:
 
 
 def test_unit_size_is_configurable() -> None:
-    text = "alpha beta gamma delta epsilon " * 10
-    big = split_text(text, message_id="x", position=0, role="user")
-    small = split_text(
-        text, message_id="x", position=0, role="user", size=UnitSize(short_chars=40, max_chars=60)
+    text = "Alpha beta gamma. Delta epsilon zeta eta theta. " * 3
+    default = split_text(text, message_id="x", position=0, role="user")
+    assert [u.text for u in default][:1] == ["Alpha beta gamma. Delta epsilon zeta eta theta."]
+    fine = split_text(text, message_id="x", position=0, role="user", size=UnitSize(min_chars=1))
+    assert len(fine) == 6
+    narrow = split_text(
+        "word " * 100, message_id="x", position=0, role="user", size=UnitSize(max_chars=60)
     )
-    assert len(big) == 1
-    assert len(small) > 1
-    assert all(len(u.text) <= 60 for u in small)
+    assert len(narrow) > 1
+    assert all(len(u.text) <= 60 for u in narrow)
 
 
 @given(st.text(max_size=3000))
@@ -97,3 +117,49 @@ def test_every_non_blank_line_is_covered_by_some_unit(text: str) -> None:
             assert word in joined
     assert all(u.text.strip() for u in units)
     assert [u.part for u in units] == list(range(len(units)))
+
+
+STATEMENTS = [
+    "For the record, the deployment region of auth-gateway is eu-west-3.",
+    "Small fix: the release build id of session-cache is actually 470f51d.",
+    "15:41:10 INFO ledger [kafka-stg-03] startup: resolved release build id -> b17d4ed",
+    '{"ts": "14:52:13", "setting": "release build id", "value": "c36d466"}',
+    "Heads-up: we settled on fe8a974 as the release build id of search-indexer.",
+    "The on-call owner of billing-worker is Ingrid Solberg.",
+    "The Slack channel of notify-svc is #team-notify-ab.",
+]
+MENTIONS = [
+    "Who touched the release build id settings of checkout-web last week? OPS-1228 did.",
+    "06:32:30 ERROR checkout-web [redis-dev-14] config check: release build id unchanged",
+    '{"ts": "14:52:13", "service": "checkout-web", "setting": "build id", "status": "unchanged"}',
+    "I could not confirm the release build id of inventory-sync from the logs alone.",
+    "Is the release build id of checkout-web documented anywhere?",
+]
+
+
+def test_statements_of_a_value_are_told_from_mere_mentions() -> None:
+    from ctxpolicy.recall.units import states_value
+
+    assert [states_value(t) for t in STATEMENTS] == [True] * len(STATEMENTS)
+    assert [states_value(t) for t in MENTIONS] == [False] * len(MENTIONS)
+
+
+def test_a_statement_outranks_mentions_of_its_subject() -> None:
+    from langchain_core.messages import HumanMessage as H
+
+    from ctxpolicy.recall.index import query_terms
+    from ctxpolicy.recall.ingest import HistorySync
+    from ctxpolicy.recall.sqlite import SQLiteRecallIndex
+
+    index = SQLiteRecallIndex()
+    mentions = [
+        H(f"Is the release build id of checkout-web documented? ({i})", id=f"m{i}")
+        for i in range(30)
+    ]
+    fact = H(
+        "A note: the release build id of checkout-web is c36d466, deployed by Lena on Monday.",
+        id="f",
+    )
+    HistorySync(index).sync("t", [fact, *mentions])
+    hits = index.search("t", query_terms("What is the release build id of checkout-web?"), limit=5)
+    assert hits[0].unit.message_id == "f"
