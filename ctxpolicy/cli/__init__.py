@@ -1,23 +1,96 @@
 """The ``ctxpolicy`` command line: one module per verb under ``ctxpolicy.cli``.
 
-Each verb module has ``HELP``, ``add_arguments(parser)`` and ``run(args) -> int`` and is
-cheap to import (heavy imports live inside ``run``). Exit codes: 0 ok, 1 invalid or
-different, 2 usage or unreadable. `main` never lets a traceback out: a
-`CtxPolicyError` or `OSError` becomes one line on stderr.
+Each verb module has ``HELP``, ``EXAMPLES`` (the epilog of its ``--help``),
+``add_arguments(parser)`` and ``run(args) -> int`` and is cheap to import (heavy imports
+live inside ``run``). Exit codes: 0 ok, 1 invalid or different, 2 usage or unreadable,
+3 internal error, 141 output pipe closed. `main` never lets a traceback out: a
+`CtxPolicyError` or `OSError` becomes one line on stderr, anything unexpected an
+"internal error" line (the traceback only with ``CTXPOLICY_DEBUG=1``).
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 from types import ModuleType
+from typing import Any, NoReturn
 
 #: The verbs, in the order ``--help`` lists them.
-VERBS: tuple[str, ...] = ("validate", "show", "schema", "preview", "set", "diff", "init")
+VERBS: tuple[str, ...] = (
+    "validate",
+    "show",
+    "schema",
+    "preview",
+    "set",
+    "diff",
+    "init",
+    "completion",
+)
 
 PROG = "ctxpolicy"
+
+EXIT_OK, EXIT_INVALID, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
+#: 128 + SIGPIPE: what a command killed by a closed pipe exits with (``cat``, ``git``).
+EXIT_BROKEN_PIPE = 141
+EXIT_INTERRUPTED = 130
+#: Set (to anything but ``0``) to get the traceback of an internal error.
+DEBUG_VARIABLE = "CTXPOLICY_DEBUG"
+
+_EPILOG = f"""exit codes:
+  0    valid / written / identical
+  1    invalid policy, or the two policies differ (diff)
+  2    usage error, or a file that is missing or cannot be read
+  3    internal error: a bug in ctxpolicy (please report it; {DEBUG_VARIABLE}=1 for details)
+  130  interrupted
+  {EXIT_BROKEN_PIPE}  the reader of the output went away (e.g. `| head -1`); nothing printed
+
+environment:
+  CTXPOLICY_POLICY                the policy file when none is given (show)
+  CTXPOLICY_ENABLE_SHARE_CONTEXT  override the central switch (also TOKENIZER, CONTEXT_WINDOW)
+  NO_COLOR                        any non-empty value: no colour anywhere
+  FORCE_COLOR                     colour even when stdout is not a terminal (not over NO_COLOR)
+  {DEBUG_VARIABLE}=1               print the traceback of an internal error
+
+examples:
+  ctxpolicy validate policies/ --format github
+  ctxpolicy show policies/teams/data-platform.yaml --explain
+  ctxpolicy preview policies/base.yaml --process react --state examples/state.json
+  ctxpolicy COMMAND --help
+"""
+
+
+def package_version() -> str:
+    """The installed distribution's version, else the package's ``__version__``."""
+    import importlib.metadata
+
+    try:
+        return importlib.metadata.version(PROG)
+    except importlib.metadata.PackageNotFoundError:
+        import ctxpolicy
+
+        return str(getattr(ctxpolicy, "__version__", "unknown"))
+
+
+class _VersionAction(argparse.Action):
+    """``--version``: looks the version up only when asked (keeps start-up light)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
+        kwargs.setdefault("help", "show the version and exit")
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> NoReturn:
+        del namespace, values, option_string
+        sys.stdout.write(f"{PROG} {package_version()}\n")
+        parser.exit(0)
 
 
 def _verb_module(verb: str) -> ModuleType:
@@ -26,51 +99,120 @@ def _verb_module(verb: str) -> ModuleType:
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser with one sub-command per verb."""
-    from ctxpolicy import __version__
-
     parser = argparse.ArgumentParser(
         prog=PROG,
         description="Declarative context policies: validate, inspect and preview policy files.",
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    parser.add_argument("--version", action=_VersionAction)
     commands = parser.add_subparsers(dest="verb", metavar="COMMAND", required=True)
     for verb in VERBS:
         module = _verb_module(verb)
-        sub = commands.add_parser(verb, help=module.HELP, description=module.HELP)
+        sub = commands.add_parser(
+            verb,
+            help=module.HELP,
+            description=module.HELP,
+            epilog=module.EXAMPLES,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
         module.add_arguments(sub)
         sub.set_defaults(_run=module.run)
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line; returns the exit code (0 ok, 1 invalid/differ, 2 usage/unreadable)."""
+def _debug() -> bool:
+    return os.environ.get(DEBUG_VARIABLE, "") not in ("", "0")
+
+
+def _internal_error(exc: BaseException) -> int:
+    """One line naming the exception, a hint to report it; the traceback only when debugging."""
+    if _debug():
+        import traceback
+
+        traceback.print_exception(exc, file=sys.stderr)
+    lines = str(exc).strip().splitlines()
+    detail = f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
+    try:
+        version = f" {package_version()}"
+    except Exception:  # noqa: BLE001 - reporting a bug must not raise another
+        version = ""
+    sys.stderr.write(
+        f"{PROG}: internal error: {detail[:500]}\n"
+        f"{PROG}: this is a bug in ctxpolicy{version}; please report it with the "
+        f"command line and the traceback that {DEBUG_VARIABLE}=1 prints\n"
+    )
+    return EXIT_INTERNAL
+
+
+def _silence_stdout() -> None:
+    """Point file descriptor 1 at /dev/null so the interpreter's final flush cannot fail."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):  # not a real file (tests): nothing to do
+        pass
+
+
+def _dispatch(argv: Sequence[str] | None) -> int:
+    from ctxpolicy.cli.reporters import format_issue
     from ctxpolicy.errors import CtxPolicyError, PolicyValidationError
 
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # argparse: --help/--version (0) or a usage error (2)
-        return exc.code if isinstance(exc.code, int) else 2
+        return exc.code if isinstance(exc.code, int) else EXIT_USAGE
     try:
         code: int = args._run(args)
     except PolicyValidationError as exc:
         for issue in exc.issues:
-            sys.stderr.write(issue.format_text() + "\n")
-        return 1
+            sys.stderr.write(format_issue(issue) + "\n")
+        return EXIT_INVALID
     except CtxPolicyError as exc:
         sys.stderr.write(f"{PROG} {args.verb}: {exc}\n")
-        return 1
+        return EXIT_INVALID
+    except BrokenPipeError:
+        raise
     except OSError as exc:
         sys.stderr.write(f"{PROG} {args.verb}: {exc}\n")
-        return 2
+        return EXIT_USAGE
+    return code
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the exit code.
+
+    0 ok, 1 invalid or different, 2 usage or unreadable, 3 internal error (one line on
+    stderr; set ``CTXPOLICY_DEBUG=1`` for the traceback), 130 interrupted, 141 the output
+    pipe was closed (quietly: nothing is printed).
+    """
+    try:
+        code = _dispatch(argv)
+        sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's last flush
+    except BrokenPipeError:
+        _silence_stdout()
+        return EXIT_BROKEN_PIPE
     except KeyboardInterrupt:
-        return 130
+        return EXIT_INTERRUPTED
+    except Exception as exc:  # noqa: BLE001 - the one place that turns bugs into exit 3
+        return _internal_error(exc)
     return code
 
 
 def console_main() -> None:
-    """Entry point of the ``ctxpolicy`` console script."""
+    """Entry point of the ``ctxpolicy`` console script and of ``python -m ctxpolicy``."""
     sys.exit(main())
 
 
-__all__ = ["VERBS", "build_parser", "console_main", "main"]
+__all__ = [
+    "DEBUG_VARIABLE",
+    "EXIT_BROKEN_PIPE",
+    "EXIT_INTERNAL",
+    "VERBS",
+    "build_parser",
+    "console_main",
+    "main",
+    "package_version",
+]

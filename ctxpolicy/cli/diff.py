@@ -2,7 +2,13 @@
 
 Both files are loaded as the application would load them (``extends`` resolved,
 environment overrides applied), then compared key by key; for every process the layers
-its calls gain or lose are listed too.
+its calls gain or lose are listed too. What is compared is the self-contained effective
+policy ``ctxpolicy show`` prints (`ctxpolicy.cli.effective`): ``extends`` is not a value
+of it, and a ``template_file`` counts as the text it holds, so a policy and its saved
+``show`` output are identical, and editing a template file is a difference.
+
+``--format json`` prints ``{"format_version": 1, "a", "b", "same", "values",
+"processes"}``.
 
 Exit codes: 0 same, 1 different, 2 unreadable or invalid input.
 """
@@ -14,6 +20,12 @@ import json
 import sys
 
 HELP = "difference between two effective policies (keys and layers per process)"
+EXAMPLES = """examples:
+  # what a change does; keep the old copy next to the new file (extends resolves
+  # from there): git show main:policies/base.yaml > policies/base.before.yaml
+  ctxpolicy diff policies/base.before.yaml policies/base.yaml
+  ctxpolicy diff policies/base.yaml policies/teams/data-platform.yaml --format json
+"""
 
 
 def _err(message: str) -> None:
@@ -35,6 +47,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Load both policies, print their difference. Returns the exit code."""
+    from ctxpolicy.cli.effective import self_contained
+    from ctxpolicy.cli.reporters import FORMAT_VERSION, format_issue
     from ctxpolicy.diffing import diff_policies
     from ctxpolicy.errors import CtxPolicyError, PolicyValidationError
     from ctxpolicy.loading import load_policy
@@ -42,10 +56,10 @@ def run(args: argparse.Namespace) -> int:
     policies = []
     for path in (args.a, args.b):
         try:
-            policies.append(load_policy(path))
+            policies.append(self_contained(load_policy(path)).policy)
         except PolicyValidationError as exc:
             for issue in exc.issues:
-                _err(issue.format_text())
+                _err(format_issue(issue))
             _err(f"{path}: cannot diff: the policy is invalid or unreadable")
             return 2
         except (CtxPolicyError, OSError) as exc:
@@ -53,7 +67,8 @@ def run(args: argparse.Namespace) -> int:
             return 2
     result = diff_policies(policies[0], policies[1], a_label=args.a, b_label=args.b)
     if args.format == "json":
-        sys.stdout.write(json.dumps(result.to_dict(), indent=2, ensure_ascii=False) + "\n")
+        data = {"format_version": FORMAT_VERSION, **result.to_dict()}
+        sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
     else:
         sys.stdout.write(_colour(result.format_text()) + "\n")
     return 0 if result.same else 1

@@ -23,6 +23,11 @@ import sys
 from pathlib import Path
 
 HELP = "write a new, commented team policy that validates"
+EXAMPLES = """examples:
+  ctxpolicy init data-platform --extends policies/base.yaml -o policies/teams/data-platform.yaml
+  # a standalone policy with every Datapillar default spelled out, in ./analytics.yaml
+  ctxpolicy init analytics
+"""
 
 SCHEMA_FILE = "ctxpolicy.schema.json"
 
@@ -187,8 +192,8 @@ layers:
       template: "You work for team {{{{ vars.team }}}}. Follow the output contract."
   knowledge__context:
     collector: {{type: retriever, service: knowledge, top_k: 5, on_error: skip}}
-  todo__context:
-    collector: {{type: state, field: todo}}
+  todo__context:                  # state["todo"] as a checklist: "- [ ] step", "- [x] step — notes"
+    collector: {{type: state, field: todo, template: "Current plan:\\n{{{{ value | checklist }}}}"}}
   compression__context:
     persist: true                 # the history summary survives a checkpoint restore
     collector: {{type: state, field: compression__context}}
@@ -239,6 +244,7 @@ def _output_path(args: argparse.Namespace) -> Path:
 def run(args: argparse.Namespace) -> int:
     """Write the policy. Returns the exit code."""
     from ctxpolicy.atomic import write_text_atomic
+    from ctxpolicy.cli.reporters import format_issue
     from ctxpolicy.editing import check_candidate
 
     problem = _check_arguments(args)
@@ -255,7 +261,7 @@ def run(args: argparse.Namespace) -> int:
         issues = [i for i in check_candidate(output, text) if i.severity == "error"]
         if issues:
             for issue in issues:
-                _err(issue.format_text())
+                _err(format_issue(issue))
             _err(f"{output}: not written: the new policy would not validate (see above)")
             return 2
         write_text_atomic(output, text, overwrite=bool(args.force))

@@ -5,6 +5,9 @@ as a bar, and why each layer is included or excluded. ``--state`` takes a JSON o
 Blackboard whose ``messages`` are dicts as langchain-core's ``convert_to_messages``
 accepts them. Services (retrievers, summarizer) are not available in a preview: their
 collectors are shown as skipped, with the reason, instead of failing.
+
+``--format json`` prints ``{"format_version": 1, "plan", "messages", "report",
+"persist"}`` (`render_json`).
 """
 
 from __future__ import annotations
@@ -24,6 +27,11 @@ if TYPE_CHECKING:
     from ctxpolicy.policy import Policy
 
 HELP = "compose one call from a policy and show its messages and per-layer token breakdown"
+EXAMPLES = """examples:
+  ctxpolicy preview policies/base.yaml --process react --state examples/state.json
+  ctxpolicy preview policies/base.yaml -p mapreduce_worker --query "Count rows for 2024-06-01"
+  ctxpolicy preview policies/base.yaml -p react --format html -o preview.html
+"""
 
 #: Largest state file read, in bytes.
 MAX_STATE_BYTES = 20_000_000
@@ -228,7 +236,10 @@ def render_json(result: ComposeResult, plan: LayerPlan, *, layers: Sequence[str]
     """The machine-readable preview."""
     from langchain_core.messages import message_to_dict
 
+    from ctxpolicy.cli.reporters import FORMAT_VERSION
+
     data = {
+        "format_version": FORMAT_VERSION,
         "plan": plan.to_dict(),
         "messages": [
             {"layer": layer, **message_to_dict(message)}
@@ -308,8 +319,10 @@ def _load_inputs(args: argparse.Namespace) -> tuple[Policy, dict[str, Any], str]
         _err(f"ctxpolicy preview: {exc}")
         return EXIT_USAGE
     except PolicyValidationError as exc:
+        from ctxpolicy.cli.reporters import format_issue
+
         for issue in exc.issues:
-            _err(issue.format_text())
+            _err(format_issue(issue))
         unreadable = any(i.rule in UNREADABLE_RULES for i in exc.issues)
         return EXIT_USAGE if unreadable else EXIT_INVALID
     except OSError as exc:
@@ -350,4 +363,4 @@ def run(args: argparse.Namespace) -> int:
     return emit(rendered, output=args.output)
 
 
-__all__ = ["HELP", "add_arguments", "emit", "load_state", "render_preview", "run"]
+__all__ = ["EXAMPLES", "HELP", "add_arguments", "emit", "load_state", "render_preview", "run"]

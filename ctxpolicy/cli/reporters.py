@@ -1,17 +1,50 @@
 """Reporters of ``ctxpolicy validate``: text, json and github, chosen by name.
 
 Every reporter turns the same inputs (the files checked and the issues found) into
-one string; the JSON shape is stable: ``{"valid": bool, "files": [...], "issues": [...]}``.
+one string; the JSON shape is stable: ``{"format_version": 1, "valid": bool,
+"files": [...], "issues": [...]}``.
+
+An issue about a whole file (missing, unreadable: line 0 in `PolicyIssue`) has no
+position, and no reporter invents one: text reads ``FILE: MESSAGE [RULE]``, JSON gives
+``"line": null, "column": null``, github an annotation with ``file=`` only.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from ctxpolicy.issues import PolicyIssue
 
 Reporter = Callable[[Sequence[str], Sequence[PolicyIssue]], str]
+
+#: Version of every ``--format json`` output of the CLI (validate, preview, diff). It
+#: changes only when a key is removed or changes meaning; new keys may appear within one.
+FORMAT_VERSION = 1
+
+
+def has_position(issue: PolicyIssue) -> bool:
+    """False for an issue about a whole file (missing, unreadable): no line to point at."""
+    return issue.line > 0
+
+
+def format_issue(issue: PolicyIssue) -> str:
+    """One issue as text: ``FILE:LINE:COL: PATH: MESSAGE [RULE]``, or ``FILE: MESSAGE [RULE]``
+    for an issue about a whole file (no made-up ``0:0``)."""
+    if has_position(issue):
+        return issue.format_text()
+    sev = "" if issue.severity == "error" else "warning: "
+    path = "" if issue.path in ("", "$") else f"{issue.path}: "
+    return f"{issue.file}: {path}{sev}{issue.message} [{issue.rule}]"
+
+
+def json_issue(issue: PolicyIssue) -> dict[str, Any]:
+    """The JSON form of an issue: `PolicyIssue.to_dict`, position null when it has none."""
+    data = issue.to_dict()
+    if not has_position(issue):
+        data.update(line=None, column=None)
+    return data
 
 
 def _errors(issues: Sequence[PolicyIssue]) -> int:
@@ -20,7 +53,7 @@ def _errors(issues: Sequence[PolicyIssue]) -> int:
 
 def report_text(files: Sequence[str], issues: Sequence[PolicyIssue]) -> str:
     """``FILE:LINE:COL: PATH: MESSAGE [RULE]`` per issue, then a summary line."""
-    lines = [issue.format_text() for issue in issues]
+    lines = [format_issue(issue) for issue in issues]
     errors = _errors(issues)
     warnings = len(issues) - errors
     if errors:
@@ -32,34 +65,43 @@ def report_text(files: Sequence[str], issues: Sequence[PolicyIssue]) -> str:
 
 
 def report_json(files: Sequence[str], issues: Sequence[PolicyIssue]) -> str:
-    """``{"valid": bool, "files": [...], "issues": [PolicyIssue dicts]}``."""
+    """``{"format_version": 1, "valid": bool, "files": [...], "issues": [...]}``."""
     payload = {
+        "format_version": FORMAT_VERSION,
         "valid": _errors(issues) == 0,
         "files": list(files),
-        "issues": [issue.to_dict() for issue in issues],
+        "issues": [json_issue(issue) for issue in issues],
     }
     return json.dumps(payload, indent=2, ensure_ascii=False) + "\n"
 
 
-def _escape_data(text: str) -> str:
+def escape_data(text: str) -> str:
+    """Escape the message of a GitHub workflow command (``%``, CR, LF)."""
     return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
 
 
-def _escape_property(text: str) -> str:
-    return _escape_data(text).replace(":", "%3A").replace(",", "%2C")
+def escape_property(text: str) -> str:
+    """Escape a property value of a GitHub workflow command (also ``:`` and ``,``)."""
+    return escape_data(text).replace(":", "%3A").replace(",", "%2C")
+
+
+def github_command(issue: PolicyIssue) -> str:
+    """``::error file=F,line=L,col=C,title=RULE::PATH: MESSAGE [RULE]`` (or ``::warning``);
+    an issue about a whole file gets ``file=`` and ``title=`` only."""
+    command = "error" if issue.severity == "error" else "warning"
+    props = [f"file={escape_property(issue.file)}"]
+    if has_position(issue):
+        props += [f"line={issue.line}", f"col={max(issue.column, 1)}"]
+        text = f"{issue.path}: {issue.message} [{issue.rule}]"
+    else:
+        text = format_issue(issue).removeprefix(f"{issue.file}: ")
+    props.append(f"title={escape_property(issue.rule)}")
+    return f"::{command} {','.join(props)}::{escape_data(text)}"
 
 
 def report_github(files: Sequence[str], issues: Sequence[PolicyIssue]) -> str:
     """GitHub Actions workflow commands: ``::error file=F,line=L,col=C::MESSAGE``."""
-    lines = []
-    for issue in issues:
-        command = "error" if issue.severity == "error" else "warning"
-        props = (
-            f"file={_escape_property(issue.file)},line={max(issue.line, 1)},"
-            f"col={max(issue.column, 1)},title={_escape_property(issue.rule)}"
-        )
-        message = _escape_data(f"{issue.path}: {issue.message} [{issue.rule}]")
-        lines.append(f"::{command} {props}::{message}")
+    lines = [github_command(issue) for issue in issues]
     if not issues:
         lines.append(f"::notice::{len(files)} policy file(s) valid")
     return "\n".join(lines) + "\n"
@@ -85,4 +127,18 @@ def get_reporter(name: str) -> Reporter:
         raise ValueError(f"unknown format {name!r}; choose one of {known}") from None
 
 
-__all__ = ["REPORTERS", "Reporter", "get_reporter", "report_github", "report_json", "report_text"]
+__all__ = [
+    "FORMAT_VERSION",
+    "REPORTERS",
+    "Reporter",
+    "escape_data",
+    "escape_property",
+    "format_issue",
+    "get_reporter",
+    "github_command",
+    "has_position",
+    "json_issue",
+    "report_github",
+    "report_json",
+    "report_text",
+]

@@ -5,6 +5,11 @@ from __future__ import annotations
 import argparse
 
 HELP = "print the JSON Schema of policy files"
+EXAMPLES = """examples:
+  # for editors and other tools; policies name it in a yaml-language-server comment
+  ctxpolicy schema > ctxpolicy.schema.json
+  ctxpolicy schema
+"""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -16,12 +16,13 @@ import sys
 
 HELP = "edit one value of a policy file in place (keeps comments and layout)"
 
-_EPILOG = """examples:
-  ctxpolicy set policies/base.yaml enable_share_context false
-  ctxpolicy set policies/base.yaml budget.ratios.query 0.1
+EXAMPLES = """values are YAML: 0.1 is a number, false a boolean, [a, b] a list, '"false"' a string.
+
+examples:
   ctxpolicy set policies/base.yaml processes.mapreduce_worker.include \\
       "[framework__context, knowledge__context]"
-values are YAML: 0.1 is a number, false a boolean, [a, b] a list, '"false"' a string.
+  ctxpolicy set policies/base.yaml budget.ratios.query 0.1
+  ctxpolicy set policies/base.yaml enable_share_context false
 """
 
 
@@ -32,8 +33,6 @@ def _err(message: str) -> None:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Declare the arguments of ``set``."""
     parser.description = HELP
-    parser.epilog = _EPILOG
-    parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.add_argument("policy", metavar="POLICY", help="policy file (.yaml, .yml or .toml)")
     parser.add_argument("key", metavar="KEY", help="dotted key, e.g. budget.ratios.query")
     parser.add_argument("value", metavar="VALUE", help="new value as YAML, e.g. 0.1 or [a, b]")
@@ -41,6 +40,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Apply the edit; print what happened. Returns the exit code."""
+    from ctxpolicy.cli.reporters import format_issue
     from ctxpolicy.editing import EditError, set_policy_value
     from ctxpolicy.errors import PolicyValidationError
 
@@ -51,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     except PolicyValidationError as exc:
         for issue in exc.issues:
-            _err(issue.format_text())
+            _err(format_issue(issue))
         _err(
             f"{args.policy}: not changed: setting {args.key} to {args.value} would make "
             "the policy invalid"
@@ -62,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
         _err(f"{args.policy}: cannot edit: {reason}")
         return 2
     for warning in result.warnings:
-        _err(warning.format_text())
+        _err(format_issue(warning))
     if result.changed:
         sys.stdout.write(f"{args.policy}: {args.key} = {args.value}\n")
     else:

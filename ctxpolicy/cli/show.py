@@ -1,5 +1,10 @@
 """``ctxpolicy show POLICY``: the effective policy after ``extends`` and the environment.
 
+The printed policy is self-contained (`ctxpolicy.cli.effective`): no ``extends`` (its
+values are merged in) and template files inline, so saved anywhere it validates and
+loads to the same effective policy (``ctxpolicy diff`` says identical). A ``files`` root
+cannot be inlined; a note on stderr names it.
+
 ``--explain`` lists, for every effective value, the file line, environment variable
 or default that set it.
 """
@@ -10,24 +15,47 @@ import argparse
 from typing import Any
 
 HELP = "print the effective policy (after extends and environment overrides)"
+EXAMPLES = """examples:
+  # save the effective policy: self-contained, it loads from any folder
+  ctxpolicy show policies/teams/data-platform.yaml > /tmp/effective.yaml
+  CTXPOLICY_POLICY=policies/base.yaml ctxpolicy show --format json
+  # which file line, variable or default set each value
+  ctxpolicy show policies/teams/analytics.toml --explain
+"""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Declare the arguments of ``show``."""
     parser.add_argument(
-        "policy", nargs="?", metavar="POLICY",
+        "policy",
+        nargs="?",
+        metavar="POLICY",
         help="policy file (default: $CTXPOLICY_POLICY)",
     )
     parser.add_argument(
         "--format", choices=("yaml", "json"), default="yaml", help="output format (default: yaml)"
     )
     parser.add_argument(
-        "--explain", action="store_true",
+        "--explain",
+        action="store_true",
         help="show where every effective value comes from (file:line, variable, default)",
     )
 
 
-def _dump_yaml(data: Any) -> str:
+def _literal_blocks(data: Any) -> Any:
+    """``data`` with multi-line strings marked for YAML literal blocks (``|``)."""
+    from ruamel.yaml.scalarstring import LiteralScalarString
+
+    if isinstance(data, dict):
+        return {key: _literal_blocks(value) for key, value in data.items()}
+    if isinstance(data, list):
+        return [_literal_blocks(value) for value in data]
+    if isinstance(data, str) and "\n" in data.rstrip("\n"):
+        return LiteralScalarString(data)
+    return data
+
+
+def _dump(data: Any) -> str:
     import io
 
     from ruamel.yaml import YAML
@@ -40,11 +68,33 @@ def _dump_yaml(data: Any) -> str:
     return out.getvalue()
 
 
+def dump_yaml(data: Any) -> str:
+    """YAML text of ``data``; multi-line strings as literal blocks when that round-trips."""
+    from ruamel.yaml import YAML
+
+    text = _dump(_literal_blocks(data))
+    try:
+        same = YAML(typ="safe", pure=True).load(text) == data
+    except Exception:  # noqa: BLE001 - any doubt: fall back to plain quoting
+        same = False
+    return text if same else _dump(data)
+
+
+def _header(source: str) -> str:
+    shown = " ".join(source.splitlines())
+    return (
+        f"# Effective policy of {shown} (ctxpolicy show): extends resolved,\n"
+        "# environment applied, template files inline. Loads from any folder.\n"
+    )
+
+
 def run(args: argparse.Namespace) -> int:
     """Print the effective policy; on errors print them and return 1."""
     import json
     import sys
 
+    from ctxpolicy.cli.effective import self_contained
+    from ctxpolicy.cli.reporters import format_issue
     from ctxpolicy.loading import resolve_policy
     from ctxpolicy.settings import read_settings
 
@@ -58,12 +108,11 @@ def run(args: argparse.Namespace) -> int:
     result = resolve_policy(target)
     if result.policy is None:
         for issue in result.issues:
-            sys.stderr.write(issue.format_text() + "\n")
-        return 2 if any(i.rule == "file.unreadable" for i in result.issues) else 1
+            sys.stderr.write(format_issue(issue) + "\n")
+        unreadable = any(i.rule in ("file.unreadable", "file.missing") for i in result.issues)
+        return 2 if unreadable else 1
     if args.explain:
-        rows = [
-            {"path": p.path, "value": p.value, "source": p.source} for p in result.provenance()
-        ]
+        rows = [{"path": p.path, "value": p.value, "source": p.source} for p in result.provenance()]
         if args.format == "json":
             sys.stdout.write(json.dumps(rows, indent=2, ensure_ascii=False) + "\n")
         else:
@@ -71,9 +120,12 @@ def run(args: argparse.Namespace) -> int:
                 value = json.dumps(row["value"], ensure_ascii=False)
                 sys.stdout.write(f"{row['path']} = {value}  # {row['source']}\n")
         return 0
-    data = result.policy.to_data()
+    effective = self_contained(result.policy)
+    for note in effective.notes:
+        sys.stderr.write(f"ctxpolicy show: note: {target}: {note}\n")
+    data = effective.policy.to_data()
     if args.format == "json":
         sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
     else:
-        sys.stdout.write(_dump_yaml(data))
+        sys.stdout.write(_header(str(target)) + dump_yaml(data))
     return 0

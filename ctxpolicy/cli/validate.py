@@ -1,14 +1,30 @@
 """``ctxpolicy validate [PATH ...]``: check policy files (exit 0 valid, 1 invalid, 2 unreadable).
 
 Starts fast: loads neither langchain-core nor tiktoken (CI and pre-commit run it on
-every commit).
+every commit). A path that does not exist is reported like any other problem, in the
+chosen format (rule ``file.missing``, exit 2), so ``--format github`` turns it into an
+annotation too. With more than 20 files and stderr on a terminal, a one-line counter
+shows progress on stderr.
 """
 
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from ctxpolicy.issues import PolicyIssue
 
 HELP = "check policy files against the schema and the semantic rules"
+EXAMPLES = """examples:
+  # every policy under policies/ (the default), as FILE:LINE:COL: PATH: MESSAGE [RULE]
+  ctxpolicy validate
+  # GitHub Actions annotations on the lines of a pull request
+  ctxpolicy validate policies/ --format github
+  ctxpolicy validate policies/base.yaml policies/teams/ --format json
+"""
 DEFAULT_PATHS = ("policies",)
 #: Rules that mean "could not read", not "invalid": exit code 2.
 UNREADABLE_RULES = frozenset({"file.unreadable", "file.missing"})
@@ -17,14 +33,35 @@ UNREADABLE_RULES = frozenset({"file.unreadable", "file.missing"})
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Declare the arguments of ``validate``."""
     parser.add_argument(
-        "paths", nargs="*", metavar="PATH",
+        "paths",
+        nargs="*",
+        metavar="PATH",
         help="policy files or folders, searched recursively for .yaml/.yml/.toml "
         "(default: policies/)",
     )
     parser.add_argument(
-        "--format", choices=("text", "json", "github"), default="text",
+        "--format",
+        choices=("text", "json", "github"),
+        default="text",
         help="output format (default: text)",
     )
+
+
+def validate_files(files: list[Path]) -> list[PolicyIssue]:
+    """Every issue of ``files``, one file at a time (with a progress counter on a terminal).
+
+    The same issues, in the same order, as `ctxpolicy.loading.validate_paths` on them:
+    an issue found through two files (a shared parent) is reported once.
+    """
+    from ctxpolicy.cli.progress import Progress
+    from ctxpolicy.loading import validate_paths
+
+    found: list[PolicyIssue] = []
+    with Progress(len(files), label="validating") as progress:
+        for file in files:
+            found.extend(validate_paths(file))
+            progress.advance()
+    return sorted(dict.fromkeys(found), key=lambda i: (*i.sort_key, i.rule))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -32,22 +69,22 @@ def run(args: argparse.Namespace) -> int:
     import sys
     from pathlib import Path
 
-    from ctxpolicy.cli.reporters import get_reporter
-    from ctxpolicy.loading import iter_policy_files, validate_paths
+    from ctxpolicy.cli.reporters import escape_data, get_reporter
+    from ctxpolicy.loading import iter_policy_files
 
     paths = [Path(p) for p in (args.paths or DEFAULT_PATHS)]
-    missing = [p for p in paths if not p.exists()]
-    if missing:
-        for path in missing:
-            sys.stderr.write(f"ctxpolicy validate: {path.as_posix()}: no such file or folder\n")
-        return 2
-    files = [f.as_posix() for f in iter_policy_files(paths)]
+    files = list(iter_policy_files(paths))  # a missing path comes back as itself
     if not files:
         shown = ", ".join(p.as_posix() for p in paths)
-        sys.stderr.write(f"ctxpolicy validate: no policy files (.yaml, .yml, .toml) in {shown}\n")
+        message = f"no policy files (.yaml, .yml, .toml) in {shown}"
+        if args.format == "github":
+            sys.stdout.write(f"::error::{escape_data(message)}\n")
+        else:
+            sys.stderr.write(f"ctxpolicy validate: {message}\n")
         return 2
-    issues = validate_paths(paths)
-    sys.stdout.write(get_reporter(args.format)(files, issues))
+    issues = validate_files(files)
+    checked = [f.as_posix() for f in files if f.exists()]
+    sys.stdout.write(get_reporter(args.format)(checked, issues))
     if any(i.rule in UNREADABLE_RULES for i in issues):
         return 2
     return 1 if any(i.severity == "error" for i in issues) else 0

@@ -34,13 +34,18 @@ def test_usage_errors_exit_2(run_cli) -> None:
 
 
 def test_validate_valid_files_and_folders(run_cli) -> None:
-    code, out, _ = run_cli({"pol/a.yaml": GOOD, "pol/b/c.toml": 'version = 1\nname = "c"\n'},
-                           "validate", "pol")
+    code, out, _ = run_cli(
+        {"pol/a.yaml": GOOD, "pol/b/c.toml": 'version = 1\nname = "c"\n'}, "validate", "pol"
+    )
     assert code == 0
     assert "2 file(s) valid" in out
     code, out, _ = run_cli({}, "validate", "pol", "--format", "json")
-    assert json.loads(out) == {"valid": True, "files": ["pol/a.yaml", "pol/b/c.toml"],
-                               "issues": []}
+    assert json.loads(out) == {
+        "format_version": 1,
+        "valid": True,
+        "files": ["pol/a.yaml", "pol/b/c.toml"],
+        "issues": [],
+    }
 
 
 def test_validate_defaults_to_policies_folder(run_cli) -> None:
@@ -49,20 +54,24 @@ def test_validate_defaults_to_policies_folder(run_cli) -> None:
 
 
 def test_validate_missing_path_or_no_files_exit_2(run_cli) -> None:
-    code, _, err = run_cli({}, "validate", "nowhere.yaml")
-    assert code == 2 and "nowhere.yaml" in err
+    code, out, _ = run_cli({}, "validate", "nowhere.yaml")
+    assert code == 2 and "nowhere.yaml: no such file or folder [file.missing]" in out
     code, _, err = run_cli({"empty/readme.md": "x"}, "validate", "empty")
     assert code == 2 and "no policy files" in err
 
 
 def test_validate_reports_all_files_and_all_issues(run_cli) -> None:
-    files = {"a.yaml": "version: 1\nname: A\nbugdet: 1\n", "b.yaml": GOOD + "name: again\n",
-             "c.yaml": GOOD}
+    files = {
+        "a.yaml": "version: 1\nname: A\nbugdet: 1\n",
+        "b.yaml": GOOD + "name: again\n",
+        "c.yaml": GOOD,
+    }
     code, out, _ = run_cli(files, "validate", "a.yaml", "b.yaml", "c.yaml", "--format", "json")
     payload = json.loads(out)
     assert code == 1 and payload["valid"] is False
     assert {(i["file"], i["rule"]) for i in payload["issues"]} == {
-        ("a.yaml", "schema.pattern"), ("a.yaml", "schema.unknown-key"),
+        ("a.yaml", "schema.pattern"),
+        ("a.yaml", "schema.unknown-key"),
         ("b.yaml", "yaml.duplicate-key"),
     }
 
@@ -89,8 +98,10 @@ def test_reporters_by_name() -> None:
 
 
 def test_show_prints_the_effective_policy(run_cli, monkeypatch) -> None:
-    files = {"base.yaml": GOOD + "vars: {a: 1}\n",
-             "t.yaml": "version: 1\nname: t\nextends: base.yaml\nvars: {b: 2}\n"}
+    files = {
+        "base.yaml": GOOD + "vars: {a: 1}\n",
+        "t.yaml": "version: 1\nname: t\nextends: base.yaml\nvars: {b: 2}\n",
+    }
     monkeypatch.setenv("CTXPOLICY_TOKENIZER", "approximate")
     code, out, _ = run_cli(files, "show", "t.yaml", "--format", "json")
     data = json.loads(out)
@@ -101,11 +112,13 @@ def test_show_prints_the_effective_policy(run_cli, monkeypatch) -> None:
 
 
 def test_show_explain(run_cli) -> None:
-    files = {"base.yaml": GOOD + "vars: {a: 1}\n",
-             "t.yaml": "version: 1\nname: t\nextends: base.yaml\n"}
+    files = {
+        "base.yaml": GOOD + "vars: {a: 1}\n",
+        "t.yaml": "version: 1\nname: t\nextends: base.yaml\n",
+    }
     code, out, _ = run_cli(files, "show", "t.yaml", "--explain")
     assert code == 0
-    assert '$.vars.a = 1  # base.yaml:3:8' in out
+    assert "$.vars.a = 1  # base.yaml:3:8" in out
     assert '$.name = "t"  # t.yaml:2:1' in out
     code, out, _ = run_cli({}, "show", "t.yaml", "--explain", "--format", "json")
     rows = {row["path"]: row for row in json.loads(out)}
@@ -142,8 +155,9 @@ _HEAVY = "sorted(m for m in sys.modules if m.split('.')[0] in {'langchain_core',
 
 def _modules_after(code: str) -> list[str]:
     script = f"import sys\n{code}\nprint({_HEAVY})"
-    done = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True,
-                          text=True, check=True)
+    done = subprocess.run(
+        [sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, check=True
+    )
     return eval(done.stdout.strip().splitlines()[-1])  # a printed list of names
 
 
@@ -152,8 +166,10 @@ def test_import_ctxpolicy_is_light() -> None:
 
 
 def test_validate_command_is_light() -> None:
-    code = ("from ctxpolicy.cli import main\n"
-            "assert main(['validate', 'policies', '--format', 'json']) == 0")
+    code = (
+        "from ctxpolicy.cli import main\n"
+        "assert main(['validate', 'policies', '--format', 'json']) == 0"
+    )
     assert _modules_after(code) == []
 
 
@@ -161,8 +177,12 @@ def test_console_script_runs(tmp_path: Path) -> None:
     script = Path(sys.executable).with_name("ctxpolicy")
     if not script.exists():  # the package is not installed in this interpreter
         pytest.fail("the ctxpolicy console script is not installed")
-    done = subprocess.run([str(script), "validate", str(REPO / "policies")],
-                          capture_output=True, text=True, check=False)
+    done = subprocess.run(
+        [str(script), "validate", str(REPO / "policies")],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
 
 
