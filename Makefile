@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint bench clean system-deps docs-preview
+.PHONY: demo test lint bench bench-quality clean system-deps docs-preview
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -34,6 +34,11 @@ test: $(STAMP) system-deps lint
 bench: $(STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[bench]'
 	$(BIN)/python benchmarks/run.py
+
+# Needle retention in long ReAct sessions (benchmarks/quality.py; about 1 minute on 2 cores)
+bench-quality: $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[bench]'
+	$(BIN)/python benchmarks/quality.py
 
 docs-preview: $(STAMP)
 	$(BIN)/python docs/make_preview.py
