@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Installs the system packages some tests drive for real: Debian's chromium (the HTML
-# preview is checked in a headless browser) and postgresql (LangGraph's Postgres
-# checkpointer across processes). Idempotent; does nothing when both are present.
+# preview is checked in a headless browser), postgresql (LangGraph's Postgres
+# checkpointer and the recall index across processes) and zsh (the completion script). Idempotent; does nothing when both are present.
 # Needs root and apt-get (CI containers); elsewhere it says what is missing and goes on,
 # and the tests that need the missing program skip with that reason.
 set -u
 missing=()
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+command -v zsh >/dev/null 2>&1 || missing+=(zsh)
 if ! command -v pg_ctl >/dev/null 2>&1 && ! ls /usr/lib/postgresql/*/bin/pg_ctl >/dev/null 2>&1; then
   missing+=(postgresql)
 fi
