@@ -221,6 +221,11 @@ def render_text(
             lines.append(
                 f"  {layer.name:<22} {layer.tokens:>7} {layer.base_cap or 0:>7}  {bar}  {why}"
             )
+            lines.extend(
+                f"  {'':<22} recalled {u.label} ({u.source}, score {u.score:.2f}, "
+                f"{u.tokens} tok): {_one_line(u.text)}"
+                for u in layer.recalled
+            )
         else:
             lines.append(
                 f"  {layer.name:<22} {'-':>7} {'-':>7}  {'':<{BAR_WIDTH}}  excluded: {layer.reason}"

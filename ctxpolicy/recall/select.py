@@ -35,6 +35,8 @@ DEFAULT_HEADER = (
     "earlier one about the same thing):"
 )
 _SPACE = re.compile(r"\s+")
+#: Fewer tokens than a label and a word: packing stops when less than this is left.
+MIN_LINE_TOKENS = 8
 _WORD = re.compile(r"\w+", re.UNICODE)
 #: A value: a token with a digit, or words joined by ``- _ . / : # @``.
 _VALUE = re.compile(r"\w*\d\w*|\w+(?:[-]*[_./:#@]+[-\w]+)+|#[\w-]+", re.UNICODE)
@@ -86,23 +88,47 @@ def _stem(word: str) -> str:
     return word
 
 
+def _terms_pattern(terms: Collection[str]) -> re.Pattern[str] | None:
+    """A pattern that finds words starting with one of the (stemmed) ``terms``."""
+    stems = sorted({_stem(t.lower()) for t in terms if t}, key=len, reverse=True)
+    if not stems:
+        return None
+    return re.compile(r"\b(" + "|".join(re.escape(s) for s in stems) + r")\w*", re.IGNORECASE)
+
+
+def _statement_subject(text: str, pattern: re.Pattern[str] | None) -> frozenset[str]:
+    """The query terms a statement is about, or empty when ``text`` states no value.
+
+    ``text`` states a value for its subject when a value (a token with a digit or joined
+    by ``_ . / : # @``, or a capitalised name after a connector) follows the last query
+    term it names.
+    """
+    if pattern is None:
+        return frozenset()
+    found: set[str] = set()
+    last = -1
+    for match in pattern.finditer(text):
+        found.add(match.group(1).lower())
+        last = match.end()
+    if last < 0:
+        return frozenset()
+    tail = text[last:]
+    if _VALUE.search(tail) or _NAMED.search(tail):
+        return frozenset(found)
+    return frozenset()
+
+
 def subject_terms(text: str, terms: Collection[str]) -> frozenset[str]:
     """The query ``terms`` that ``text`` contains (compared after a light stemming)."""
-    wanted = {_stem(t) for t in terms}
-    return frozenset(s for s in (_stem(w) for w in _WORD.findall(text.lower())) if s in wanted)
+    pattern = _terms_pattern(terms)
+    if pattern is None:
+        return frozenset()
+    return frozenset(m.group(1).lower() for m in pattern.finditer(text))
 
 
 def states_value(text: str, terms: Collection[str]) -> bool:
     """Whether ``text`` names one of ``terms`` and then gives a value (rule 4's statements)."""
-    wanted = {_stem(t) for t in terms}
-    last = -1
-    for match in _WORD.finditer(text.lower()):
-        if _stem(match.group()) in wanted:
-            last = match.end()
-    if last < 0:
-        return False
-    tail = text[last:]
-    return bool(_VALUE.search(tail) or _NAMED.search(tail))
+    return bool(_statement_subject(text, _terms_pattern(terms)))
 
 
 def render_line(hit: RecallHit) -> str:
@@ -177,16 +203,17 @@ def select_units(
     candidates = _missing_from_prompt(
         hits, in_history=in_history, kept_from=kept_from, prompt_text=prompt_text
     )
-    statements = [states_value(h.unit.text, terms) for h in candidates]
-    subjects = [
-        subject_terms(h.unit.text, terms) if statements[i] else frozenset()
-        for i, h in enumerate(candidates)
-    ]
-    lines = [render_line(h) for h in candidates]
-    costs = [count_tokens(line + "\n") for line in lines]
-    chosen: set[int] = set()
-    refused: set[int] = set()
-    used = 0
+    pattern = _terms_pattern(terms)
+    subjects = [_statement_subject(h.unit.text, pattern) for h in candidates]
+    lines: dict[int, str] = {}
+    costs: dict[int, int] = {}
+
+    def cost_of(j: int) -> int:
+        found = costs.get(j)
+        if found is None:
+            lines[j] = render_line(candidates[j])
+            found = costs[j] = count_tokens(lines[j] + "\n")
+        return found
 
     def newer_about_same(i: int) -> list[int]:
         mine = subjects[i]
@@ -199,14 +226,19 @@ def select_units(
             if j != i and candidates[j].unit.position > position and mine <= other
         ]
 
+    chosen: set[int] = set()
+    refused: set[int] = set()
+    used = 0
     for i in range(len(candidates)):
+        if budget - used < MIN_LINE_TOKENS:
+            break
         if i in chosen or i in refused:
             continue
         group = [i, *(j for j in newer_about_same(i) if j not in chosen)]
         if any(j in refused for j in group[1:]):
             refused.add(i)
             continue
-        cost = sum(costs[j] for j in group)
+        cost = sum(cost_of(j) for j in group)
         if used + cost > budget:
             refused.add(i)
             continue

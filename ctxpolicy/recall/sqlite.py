@@ -40,6 +40,7 @@ CREATE TABLE IF NOT EXISTS recall_unit (
     context TEXT NOT NULL,
     statement INTEGER NOT NULL DEFAULT 0
 );
+CREATE INDEX IF NOT EXISTS recall_unit_message ON recall_unit (thread, message_id);
 CREATE VIRTUAL TABLE IF NOT EXISTS recall_fts USING fts5(
     text, context, tool, thread UNINDEXED,
     content='recall_unit', content_rowid='id',
@@ -51,7 +52,7 @@ _WEIGHTS = (1.0, 0.3, 0.5)
 #: Most index postings one search ranks: bm25 costs time per matching row, so the
 #: most common terms are left out once the rarer ones already match this many rows
 #: (a term found in a large share of all units says little about any of them).
-MAX_RANKED_POSTINGS = 12_000
+MAX_RANKED_POSTINGS = 6_000
 
 
 def _match_expression(terms: Sequence[str]) -> str:

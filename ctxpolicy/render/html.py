@@ -144,6 +144,9 @@ def _layer_row(layer: LayerView, colors: Mapping[str, str]) -> str:
         why += f'<p class="why meta">cap raised to {layer.cap:,} by redistribution</p>'
     why += "".join(f'<p class="cut">{_e(cut)}</p>' for cut in layer.cuts)
     why += "".join(f'<p class="why meta">{_e(note)}</p>' for note in layer.notes)
+    if layer.recalled:
+        items = "".join(f"<li>{_e(unit)}</li>" for unit in layer.recalled)
+        why += f'<details class="recalled"><summary>recalled {len(layer.recalled)} unit(s)</summary><ul>{items}</ul></details>'  # noqa: E501
     if layer.error:
         why += f'<p class="err">collector error: {_e(layer.error)}</p>'
     tokens = f"{layer.tokens:,}" if layer.included else "—"

@@ -190,6 +190,12 @@ def format_layer_bars(
                 color=color,
             )
         )
+        if layer.included and layer.recalled:
+            pad = " " * (name_width + 4)
+            lines.append(
+                paint(f"{pad}recalled {len(layer.recalled)} unit(s):", "dim", enabled=color)
+            )
+            lines.extend(paint(f"{pad}  {unit}", "dim", enabled=color) for unit in layer.recalled)
         if layer.included and layer.tokens > 0:
             index += 1
     return lines

@@ -65,6 +65,7 @@ class LayerView:
     notes: tuple[str, ...]
     error: str | None
     base_cap: int | None = None
+    recalled: tuple[str, ...] = ()
 
     @property
     def share_cap(self) -> int | None:
@@ -167,6 +168,19 @@ def _layer(row: Mapping[str, Any]) -> LayerView:
         notes=tuple(str(n) for n in row.get("notes") or ()),
         error=None if row.get("error") is None else str(row.get("error")),
         base_cap=None if base_cap is None else _int(base_cap),
+        recalled=tuple(_describe_recalled(u) for u in row.get("recalled") or ()),
+    )
+
+
+def _describe_recalled(unit: Any) -> str:
+    """One recalled unit as a line: ``#412 tool get_logs L58 (session, score 7.21, 18 tok)``."""
+    if not isinstance(unit, Mapping):
+        return str(unit)
+    score = unit.get("score")
+    score_text = f"score {score:.2f}" if isinstance(score, int | float) else "score ?"
+    return (
+        f"{unit.get('label', '?')} ({unit.get('source', '?')}, {score_text}, "
+        f"{_int(unit.get('tokens'))} tok)"
     )
 
 
