@@ -1,14 +1,16 @@
 """The pure composer: a `LayerPlan` plus explicit values in, ``list[BaseMessage]`` out.
 
-No state, no I/O (seed 000: the composer receives ``system_prompt``,
-``checkpoint_messages``, ``contexts`` and ``query`` only). `compose_layers` is the one
-implementation; it also returns the report and, when the history's overflow rule is
-``summarize``, what should be summarized. `compose_messages` is the public thin wrapper;
-`ctxpolicy.engine.PolicyEngine` adds collectors and the summarizer on top.
+No state, no I/O: it receives ``system_prompt``, ``checkpoint_messages``, ``contexts``
+and ``query`` only (see docs/design.md, 'Two sides: the prompt and the state').
+`compose_layers` is the one implementation; it also returns the report and, when the
+history's overflow rule is ``summarize``, what should be summarized. `compose_messages`
+is the public thin wrapper; `ctxpolicy.engine.PolicyEngine` adds collectors and the
+summarizer on top.
 
-Invariants (DESIGN §4), checked here and pinned by property tests: total tokens
-(``count_messages``) ≤ available, or `BudgetExceededError`; messages in policy order;
-the query exactly once; the system prompt only first; the history structurally valid.
+Invariants (docs/design.md, 'Invariants of a composition'), checked here and pinned by
+property tests: total tokens (``count_messages``) ≤ available, or `BudgetExceededError`;
+messages in policy order; the query exactly once; the system prompt only first; the
+history structurally valid.
 """
 
 from __future__ import annotations
@@ -150,7 +152,7 @@ def check_contexts(plan: LayerPlan, contexts: Mapping[str, Any] | None) -> dict[
 def check_query_path(
     plan: LayerPlan, query: str | None, history: Sequence[BaseMessage]
 ) -> BaseMessage | None:
-    """Enforce the single query path (DESIGN §3.1).
+    """Enforce the single query path (docs/design.md, 'The query path').
 
     Returns:
         The input HumanMessage of a ``query: checkpoint`` call (None for ``runtime``).

@@ -5,7 +5,8 @@ key on the effective policy (`Policy.to_data`, so after ``extends`` and the envi
 mappings are walked down to their leaves, lists are compared whole (in the policy
 format a list replaces, it never merges). On top of the raw keys, the diff says what
 changes for each process: the layers a call of that process gains or loses
-(`ctxpolicy.plan.plan_layers`, DESIGN §3.1), and whether its query path changes.
+(`ctxpolicy.plan.plan_layers`; docs/design.md, 'Which layers a call gets'), and whether
+its query path changes.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""`PolicyEngine`: plan → collect → budget → compose, for one policy (DESIGN §4).
+"""`PolicyEngine`: plan → collect → budget → compose, for one policy
+(see docs/design.md, 'Budget and overflow' and 'Invariants of a composition').
 
 The engine holds only immutable data (the policy, default services, one `LayerPlan`
 per process computed up front), so one engine can serve many threads and tasks. Each

@@ -1,4 +1,7 @@
-"""Names of the context layers and the facts the format fixes about them (DESIGN §2)."""
+"""Names of the context layers and the facts the format fixes about them.
+
+See docs/design.md, 'Layers and their kinds'.
+"""
 
 from __future__ import annotations
 
@@ -31,7 +34,8 @@ DEFAULT_ORDER: Final[tuple[str, ...]] = (
     QUERY,
 )
 
-#: Layers persisted by default (DESIGN §2: the history summary must survive a restore).
+#: Layers persisted by default: the history summary must survive a restore (see
+#: docs/design.md, 'Lifecycle and persistence').
 PERSISTED_BY_DEFAULT: Final = frozenset({COMPRESSION})
 #: Layers that may never be persisted.
 NEVER_PERSISTED: Final = frozenset({SYSTEM_PROMPT, FRAMEWORK, QUERY})

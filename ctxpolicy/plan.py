@@ -1,4 +1,6 @@
-"""Process rules: which layers one call gets, in which order, with which token cap (DESIGN §3.1).
+"""Process rules: which layers one call gets, in which order, with which token cap.
+
+See docs/design.md, 'Which layers a call gets'.
 
 `plan_layers` is pure: the same policy and process always give the same `LayerPlan`.
 Every included or excluded layer carries a human-readable reason naming the rule that
@@ -198,7 +200,7 @@ def _cache_warnings(policy: Policy, layers: tuple[PlannedLayer, ...]) -> tuple[s
 
 
 def plan_layers(policy: Policy, process: str) -> LayerPlan:
-    """Decide the layers of a call of ``process`` (DESIGN §3.1).
+    """Decide the layers of a call of ``process`` (docs/design.md, 'Which layers a call gets').
 
     ``system_prompt`` always; a block layer ``L`` iff ``L`` is not in the process's
     ``exclude`` and (``L`` is in its ``include``, or ``L`` is not shared, or ``L`` is

@@ -1,4 +1,5 @@
-"""The compose report: what each layer got, why, and what was cut (DESIGN §4).
+"""The compose report: what each layer got, why, and what was cut (see docs/design.md,
+'Invariants of a composition').
 
 Frozen dataclasses with ``to_dict()`` for JSON. `prefix_hashes` lets two calls be
 compared for how much of their prompt a provider cache can reuse.

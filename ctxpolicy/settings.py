@@ -1,4 +1,6 @@
-"""Environment settings (DESIGN §3.2), read through pydantic-settings.
+"""Environment settings, read through pydantic-settings.
+
+See docs/design.md, 'Which layers a call gets' (the share switch).
 
 Precedence of every effective value: explicit argument > environment > policy file
 (after ``extends``) > default. `CtxPolicySettings` holds only what the environment

@@ -325,6 +325,106 @@ def _lipsum(lipsum: Callable[..., str]) -> Callable[..., str]:
     return bounded
 
 
+def plain_data(value: Any) -> Any:
+    """``value`` as plain JSON-able data: read-only views unwrapped (for ``tojson``)."""
+    if isinstance(value, Mapping):
+        return dict(value)
+    if isinstance(value, set | frozenset):
+        return sorted(value, key=repr)
+    dump = getattr(value, "model_dump", None)
+    if callable(dump):
+        return dump(mode="json")
+    return str(value)
+
+
+#: Statuses that tick a checklist item (compared lower-case, ``_``/``-`` read as spaces).
+DONE_STATUSES = frozenset({"done", "completed", "complete", "finished", "closed", "resolved"})
+#: Statuses that say nothing beyond an empty box, so the line does not repeat them.
+_OPEN_STATUSES = frozenset({"", "pending", "todo", "to do", "open", "not started", "none"})
+#: Keys that name a todo item, in order of preference (``content`` is LangChain's).
+TODO_TITLE_KEYS = ("title", "content", "task", "name", "text", "description")
+#: Keys that hold a todo item's notes.
+TODO_NOTE_KEYS = ("notes", "note", "details")
+
+
+def _status_words(status: Any) -> str:
+    return " ".join(str(status).replace("_", " ").replace("-", " ").split())
+
+
+def _is_done(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str):
+        return _status_words(value).lower() in DONE_STATUSES
+    return False
+
+
+def _first(item: Mapping[str, Any], keys: tuple[str, ...]) -> Any:
+    for key in keys:
+        value = item.get(key)
+        if value is not None and value != "":
+            return value
+    return None
+
+
+def _json_text(value: Any) -> str:
+    import json
+
+    return json.dumps(value, ensure_ascii=False, default=plain_data)
+
+
+def checklist_line(item: Any, title: Any = None) -> str:
+    """One todo item as a checklist line: ``- [ ] title``, ``- [x] title — notes``.
+
+    ``item`` is a mapping (title from `TODO_TITLE_KEYS`, else ``title``; ticked by a
+    true ``done`` or a ``status`` in `DONE_STATUSES`; an unfinished status other than
+    "pending" follows in parentheses; notes from `TODO_NOTE_KEYS` after a dash), a
+    status (a string or a bool, when ``title`` names the item), or anything else,
+    written as ``- item`` (``- title: item`` under a title).
+    """
+    if isinstance(item, Mapping):
+        name = _first(item, TODO_TITLE_KEYS)
+        if name is None:
+            name = title if title is not None else _json_text(item)
+        status = _first(item, ("status", "state"))
+        done = _is_done(item["done"]) if "done" in item else _is_done(status)
+        line = f"- [{'x' if done else ' '}] {name}"
+        words = "" if status is None else _status_words(status)
+        if not done and words.lower() not in _OPEN_STATUSES and not _is_done(words):
+            line += f" ({words})"
+        notes = _first(item, TODO_NOTE_KEYS)
+        if notes is not None:
+            line += f" — {notes if isinstance(notes, str) else _json_text(notes)}"
+        return line
+    if title is None:
+        return f"- {item if isinstance(item, str) else _json_text(item)}"
+    if isinstance(item, bool):
+        return checklist_line({"done": item}, title)
+    if item is None or isinstance(item, str):
+        return checklist_line({"status": item}, title)
+    return f"- {title}: {_json_text(item)}"
+
+
+def checklist(value: Any) -> str:
+    """A todo snapshot as checklist lines (the ``checklist`` filter of policy templates).
+
+    A list gives one line per item (see `checklist_line`), a mapping one line per key
+    (the key is the title, the value a status, a bool or an item mapping); a string is
+    returned as it is and None gives an empty text.
+    """
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, Mapping):
+        lines = [checklist_line(item, key) for key, item in value.items()]
+    elif isinstance(value, list | tuple):
+        lines = [checklist_line(item) for item in value]
+    else:
+        lines = [checklist_line(value)]
+    return "\n".join(lines)
+
+
 @lru_cache(maxsize=1)
 def sandbox() -> SandboxedEnvironment:
     """The shared sandboxed environment (created once per process)."""
@@ -419,6 +519,8 @@ def sandbox() -> SandboxedEnvironment:
     env.globals["range"] = range
     lipsum: Callable[..., str] = env.globals["lipsum"]  # type: ignore[assignment]
     env.globals["lipsum"] = _lipsum(lipsum)
+    env.filters["checklist"] = checklist
+    env.policies["json.dumps_kwargs"] = {"sort_keys": True, "default": plain_data}
     env.filters.update({name: _guard_filter(name, f) for name, f in env.filters.items()})
     return env
 
@@ -488,8 +590,11 @@ __all__ = [
     "MAX_RENDERED_CHARS",
     "MAX_TEMPLATE_STEPS",
     "TemplateOutputTooLargeError",
+    "checklist",
+    "checklist_line",
     "compile_template",
     "estimate_chars",
+    "plain_data",
     "render_template",
     "sandbox",
 ]

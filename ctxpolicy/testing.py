@@ -1,6 +1,7 @@
 """Helpers for testing code that uses ctxpolicy (importable from users' test suites).
 
-- `assert_history_valid`: the structural rules of DESIGN §4 on a history.
+- `assert_history_valid`: the structural rules of a history (docs/design.md,
+  'Invariants of a composition').
 - `assert_composed_valid`: every invariant of a `ComposeResult` for its plan.
 - `ScriptedSummarizer`: a deterministic ``summarizer`` service that records its calls.
 - `ListRetriever`: a LangChain retriever over a fixed list of documents.
@@ -42,7 +43,9 @@ def assert_history_valid(messages: Sequence[BaseMessage]) -> None:
 
 
 def assert_composed_valid(result: ComposeResult, plan: LayerPlan) -> None:
-    """Fail unless ``result`` keeps every DESIGN §4 invariant for ``plan``.
+    """Fail unless ``result`` keeps every invariant for ``plan``.
+
+    See docs/design.md, 'Invariants of a composition'.
 
     Checks: total tokens ≤ available; messages grouped by layer in plan order; the
     system prompt (when sent) only first; a runtime query exactly once and last of the

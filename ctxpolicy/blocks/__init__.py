@@ -1,4 +1,6 @@
-"""Everything is a file (seed 003): Markdown/JSON block trees, references, file tools.
+"""Everything is a file: Markdown/JSON block trees, references, file tools.
+
+See docs/design.md, 'Files as context'.
 
 * `parse_markdown_blocks` / `parse_json_blocks` turn a file into a tree of `Block`;
   `get_block_by_id`, `flatten_blocks` walk it.

@@ -1,8 +1,8 @@
 """Memory curation: dismiss what turned out useless, keep the conversation coherent.
 
-Seed 003: the files (and the message log) stay the complete record; the history the
-model sees is a *curated view*. A dismissed tool result is replaced by a placeholder
-that says what was read and why it was dropped —
+The files (and the message log) stay the complete record; the history the model sees
+is a *curated view* (docs/design.md, 'Files as context'). A dismissed tool result is
+replaced by a placeholder that says what was read and why it was dropped —
 ``[read ground-truth.md:30-50 — dismissed: not relevant]`` — so the model still knows
 it looked and what it concluded. Dismissals come from the user or from the model
 itself (the `dismiss_memory` tool) and go to an append-only `CurationLog` that can be

@@ -1,4 +1,5 @@
-"""JSON → block tree, by object key path (seed 003: "JSON 按 key 层级嵌套分块").
+"""JSON → block tree, by object key path (nested keys nest blocks; docs/design.md,
+'Files as context').
 
 Every key of an object is a block; a key whose value is a non-empty object has the
 inner keys as children and no own content; any other value (string, number, array, …)

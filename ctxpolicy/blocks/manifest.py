@@ -1,4 +1,6 @@
-"""Compile a context manifest (seed 003's ``context-config.json``) into messages.
+"""Compile a context manifest (a ``context-config.json``) into messages.
+
+See docs/design.md, 'Files as context'.
 
 The manifest is the complete input spec of one LLM call; every value is a handle::
 
@@ -13,7 +15,7 @@ The manifest is the complete input spec of one LLM call; every value is a handle
     }
 
 `read_sources` is the only step that touches the file system (inside the root only).
-The seed's five stages are pure functions over what it read:
+The five compile stages are pure functions over what it read:
 
 1. `resolve_sources` — the system prompt: global + session prompt files, in order;
 2. `select_blocks` — the profile blocks listed in ``profileBlocks``;
@@ -27,7 +29,7 @@ The seed's five stages are pure functions over what it read:
 
 Paths: the global prompt and the profile live in ``root``; session files (the session
 prompt, the history, references) in ``session_dir`` (a folder inside ``root``;
-defaults to ``root``), like seed 003's ``data/`` and ``data/{sessionId}/``.
+defaults to ``root``), like ``data/`` and ``data/{sessionId}/``.
 """
 
 from __future__ import annotations
@@ -96,7 +98,7 @@ class ChatHistorySpec(_Model):
 
 
 class ContextManifest(_Model):
-    """A parsed ``context-config.json`` (camelCase keys as in seed 003, or snake_case)."""
+    """A parsed ``context-config.json`` (camelCase keys, or snake_case)."""
 
     system_prompt: tuple[SystemPromptSource, ...] = Field(default=(), alias="systemPrompt")
     profile_file: Annotated[str, Field(min_length=1)] = Field(
@@ -284,7 +286,7 @@ class FormattedContext:
 def _content_text(content: Any, where: str) -> str:
     if isinstance(content, str):
         return content
-    if isinstance(content, list):  # seed 003 "parts": keep the text parts
+    if isinstance(content, list):  # multi-part content: keep the text parts
         return "".join(
             str(part.get("text", ""))
             for part in content
@@ -362,7 +364,7 @@ def manifest_policy(*, context_window: int = 128_000, tokenizer: str = "cl100k_b
         {
             "version": 1,
             "name": "context-manifest",
-            "description": "seed 003 context-config.json compiled through the engine",
+            "description": "a context-config.json manifest compiled through the engine",
             "model": {"context_window": context_window, "tokenizer": tokenizer},
             "order": ["system_prompt", PROFILE_LAYER, "checkpoint_messages", "query"],
             "processes": {
@@ -429,7 +431,7 @@ def emit_messages(
 
 @dataclass(frozen=True, slots=True)
 class CompiledContext:
-    """A compiled manifest (seed 003's ``{systemPrompt, messages}``, plus provenance).
+    """A compiled manifest (``{systemPrompt, messages}``, plus provenance).
 
     Attributes:
         system_prompt: The joined system prompt.

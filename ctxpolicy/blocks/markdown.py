@@ -15,7 +15,8 @@ is one pass, O(lines), and follows CommonMark for the rules it implements:
   a fence are never headings.
 
 Setext headings (text underlined with ``===``/``---``) are not split on: the format
-seed 003 chunks by is ``#`` headings, and ``---`` is far more often a thematic break.
+chunks by ``#`` headings, and ``---`` is far more often a thematic break (docs/design.md,
+'Files as context').
 """
 
 from __future__ import annotations

@@ -1,4 +1,6 @@
-"""The block tree: frozen `Block` nodes and the helpers that walk them (seed 003).
+"""The block tree: frozen `Block` nodes and the helpers that walk them.
+
+See docs/design.md, 'Files as context'.
 
 A file is made of blocks. Markdown files split at ATX headings, JSON files at object
 keys; blocks nest. A block's ``id`` is its heading path joined by ``/``

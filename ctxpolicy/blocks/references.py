@@ -1,4 +1,6 @@
-"""References: ``[file.md:12:30]`` (lines) and ``[file.md#父/子]`` (a block), seed 003.
+"""References: ``[file.md:12:30]`` (lines) and ``[file.md#父/子]`` (a block).
+
+See docs/design.md, 'Files as context'.
 
 Parsing and slicing are pure; `resolve_reference` is the one function here that reads
 a file, and it reads only inside the root (see `ctxpolicy.blocks.sandbox`).

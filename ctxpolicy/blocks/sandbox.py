@@ -1,8 +1,8 @@
 """Confinement to a root folder: every path is checked *before* anything is opened.
 
-The rules (DESIGN §3.3, §8): a path is relative, and once every symlink is resolved it
-is still inside the (resolved) root. Absolute paths, ``..`` that leaves the root,
-symlinks that point outside, NUL bytes and backslashes are refused with a
+The rules (docs/design.md, 'Files as context'): a path is relative, and once every
+symlink is resolved it is still inside the (resolved) root. Absolute paths, ``..`` that
+leaves the root, symlinks that point outside, NUL bytes and backslashes are refused with a
 `PathEscapeError`; devices, FIFOs and sockets are refused as "not a regular file";
 files over a size limit are refused with a `FileAccessError`. Reading opens the
 *resolved* path component by component from the root (``dir_fd`` + ``O_NOFOLLOW``,

@@ -1,4 +1,6 @@
-"""File tools for agents, confined to one root folder (seed 003, "Agent 工具接口").
+"""File tools for agents, confined to one root folder.
+
+See docs/design.md, 'Files as context'.
 
 Shell-like on purpose (models know ``cat``, ``ls``, ``grep``): `read_file` ≈ ``sed -n``,
 `list_files` ≈ ``find``, `search` ≈ ``grep -rn``, `read_block` reads one block of a

@@ -41,6 +41,14 @@ class ReadOnlyMapping(Mapping[str, Any]):
     def __repr__(self) -> str:
         return f"ReadOnlyMapping({self._data!r})"
 
+    def __str__(self) -> str:
+        """The mapping as compact JSON: ``{{ item }}`` in a template prints its data."""
+        import json
+
+        from ctxpolicy.templates import plain_data
+
+        return json.dumps(self._data, ensure_ascii=False, default=plain_data)
+
 
 def readonly_view(value: Any) -> Any:
     """``value`` with mappings wrapped read-only and lists/sets turned into tuples."""

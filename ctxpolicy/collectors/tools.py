@@ -1,4 +1,6 @@
-"""The ``tools`` collector: compact definitions of LangChain tools (seed 002's tool source).
+"""The ``tools`` collector: compact definitions of LangChain tools.
+
+The tool source of docs/design.md, 'Context sources'.
 
 Policy::
 

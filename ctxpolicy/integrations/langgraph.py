@@ -1,4 +1,4 @@
-"""LangGraph nodes that compose prompts with a `PolicyEngine` (DESIGN §5).
+"""LangGraph nodes that compose prompts with a `PolicyEngine` (see docs/design.md, 'State rules').
 
 Every node here does the same thing in one place::
 
@@ -239,6 +239,10 @@ def agent_node(
 
     For a ``query: runtime`` process the query is ``routing.assigned_task``.
 
+    A turn this agent already answered (on the ``checkpoint`` path, a final reply
+    named ``name`` follows the last HumanMessage: the same input was submitted again
+    after the turn completed) returns an empty patch without calling the model.
+
     Args:
         engine: The app's `PolicyEngine` (see `init_context_engine`).
         name: The agent's name (``AIMessage.name`` of its replies, hook argument).
@@ -258,6 +262,8 @@ def agent_node(
 
     def node(state: Any, config: RunnableConfig) -> dict[str, Any]:
         sb = StateBuilder(state, engine.policy, schema=graph_schema)
+        if _turn_answered(engine, sb, name=name, process=process):
+            return {}  # a completed turn submitted again: nothing to add
         query = _agent_query(engine, sb, name=name, process=process)
         result = _compose(
             engine,
@@ -298,6 +304,8 @@ def aagent_node(
 
     async def node(state: Any, config: RunnableConfig) -> dict[str, Any]:
         sb = StateBuilder(state, engine.policy, schema=graph_schema)
+        if _turn_answered(engine, sb, name=name, process=process):
+            return {}  # a completed turn submitted again: nothing to add
         query = _agent_query(engine, sb, name=name, process=process)
         result = await engine.acompose(
             **_compose_args(
@@ -317,6 +325,30 @@ def aagent_node(
 
     node.__name__ = f"agent_{name}"
     return node
+
+
+def _turn_answered(engine: PolicyEngine, sb: StateBuilder, *, name: str, process: str) -> bool:
+    """Whether agent ``name`` already gave its final answer to the turn it is run for.
+
+    On the ``checkpoint`` query path the turn is the last HumanMessage of the history
+    (its id is the turn id: `user_turn` derives it from the client's ``turn_id``). When
+    a final answer of this agent (an AIMessage named ``name`` without tool calls)
+    already follows it, the turn completed earlier and its input was submitted again:
+    calling the model would add a second answer. A turn whose model call failed has
+    no answer yet and runs; a ReAct loop whose last answer asked for tools runs again.
+    """
+    if engine.plan(process).query_path != "checkpoint":
+        return False
+    for message in reversed(sb.memory.snapshot()):
+        if message.type == "human":
+            return False
+        if (
+            message.type == "ai"
+            and message.name == name
+            and not getattr(message, "tool_calls", None)
+        ):
+            return True
+    return False
 
 
 def _agent_query(engine: PolicyEngine, sb: StateBuilder, *, name: str, process: str) -> str | None:

@@ -1,4 +1,4 @@
-"""Resolve an ``extends`` chain into one merged document (DESIGN §3.3).
+"""Resolve an ``extends`` chain into one merged document (see docs/design.md, 'Validation rules').
 
 Parents merge in the order listed (a later parent wins), then the child on top.
 Every problem with a parent reference (absolute path, not a policy file, missing,

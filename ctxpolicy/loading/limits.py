@@ -11,7 +11,7 @@ MAX_DEPTH: Final = 64
 #: Largest number of nodes a YAML document may have, its aliases expanded (a real policy
 #: has a few hundred; the cap keeps "billion laughs" and giant files fast to refuse).
 MAX_NODES: Final = 50_000
-#: Longest ``extends`` chain (DESIGN §3.3).
+#: Longest ``extends`` chain (see docs/design.md, 'Validation rules').
 MAX_EXTENDS_DEPTH: Final = 8
 #: Suffixes of policy files.
 POLICY_SUFFIXES: Final = (".yaml", ".yml", ".toml")

@@ -1,8 +1,9 @@
 """Apply environment variables and explicit arguments on top of the merged file.
 
-Precedence (DESIGN §3.2): explicit argument > environment > file (after ``extends``)
-> default. An overridden value's source-map entry names the variable or argument,
-so a bad value is reported against it and ``show --explain`` can say where it came from.
+Precedence (see docs/design.md, 'Which layers a call gets'): explicit argument >
+environment > file (after ``extends``) > default. An overridden value's source-map entry
+names the variable or argument, so a bad value is reported against it and
+``show --explain`` can say where it came from.
 """
 
 from __future__ import annotations
@@ -65,7 +66,7 @@ def apply_overrides(
     for variable, message in problems:
         field = variable.removeprefix("CTXPOLICY_").lower()
         if arguments.get(field) is not None:
-            continue  # an explicit argument wins over the environment (DESIGN §3.2)
+            continue  # an explicit argument wins over the environment
         path = SETTING_PATHS.get(field, ())
         issues.append(PolicyIssue(env_source(variable), 0, 0, format_path(path),
                                   f"invalid value of {variable}: {message}", "env.invalid"))

@@ -1,4 +1,6 @@
-"""The LangGraph state side (seed 001): `Blackboard`, reducers and `StateBuilder`.
+"""The LangGraph state side: `Blackboard`, reducers and `StateBuilder`.
+
+See docs/design.md, 'State rules'.
 
 This package needs the ``langgraph`` extra (``pip install ctxpolicy[langgraph]``);
 ``import ctxpolicy`` never imports it.

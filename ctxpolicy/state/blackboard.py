@@ -1,4 +1,4 @@
-"""The Blackboard: the one state contract of a LangGraph app (seed 001).
+"""The Blackboard: the one state contract of a LangGraph app (docs/design.md, 'State rules').
 
 Every field a node may read or write is declared here, with its reducer where it has
 one. Adding a field means changing `Blackboard` first (or extending it with
@@ -136,7 +136,7 @@ def merge_keys(left: Sequence[str] | None, right: Any) -> list[str]:
 
 
 class Blackboard(TypedDict, total=False):
-    """The graph state of a Datapillar-style multi-agent app (seed 001).
+    """The graph state of a Datapillar-style multi-agent app.
 
     Read and write it only through `ctxpolicy.state.StateBuilder`.
     """

@@ -51,7 +51,7 @@ class StateBuilder:
 
     Attributes:
         session, routing, memory, deliverables, todo, compression, react, mapreduce,
-        timeline, contexts: The domain modules (seed 001).
+        timeline, contexts: The domain modules.
     """
 
     __slots__ = (

@@ -1,4 +1,4 @@
-"""The domain modules of `StateBuilder` (seed 001): one per group of fields.
+"""The domain modules of `StateBuilder` (docs/design.md, 'State rules'): one per group of fields.
 
 A node reads a module with ``snapshot()`` and writes it with use-case methods that
 set a whole group of fields at once. No module exposes a field-level setter.

@@ -1,4 +1,6 @@
-"""Pass 2: the semantic rules of DESIGN §3.3, as pure functions over a typed `Policy`.
+"""Pass 2: the semantic rules as pure functions over a typed `Policy`.
+
+See docs/design.md, 'Validation rules'.
 
 Each rule returns `Finding`s (JSON path, message, rule id); the loader places them
 in files afterwards, so the engine can run the same rules on policies built in code.
@@ -17,7 +19,7 @@ from ctxpolicy.layers import (
     SYSTEM_PROMPT,
     is_block_layer,
 )
-from ctxpolicy.policy import Policy
+from ctxpolicy.policy import Policy, StateCollectorSpec
 from ctxpolicy.validation.findings import Finding
 
 #: Largest sum of ratios (a little slack for decimal fractions such as 0.1 + 0.2).
@@ -66,7 +68,7 @@ def check_layers_in_order(policy: Policy) -> Iterator[Finding]:
             yield Finding(("budget", "ratios", name),
                           f"ratio for {name!r}, which is not a layer in order",
                           "budget.ratio-not-in-order")
-    # the seed's default processes name the built-in layers; a policy whose order
+    # the default processes name the built-in layers; a policy whose order
     # leaves some of them out and keeps the defaults simply never injects them
     explicit = "processes" in policy.model_fields_set
     for process, rule in policy.processes.items() if explicit else ():
@@ -109,6 +111,42 @@ def check_persistence(policy: Policy) -> Iterator[Finding]:
                       "shared.system-prompt")
 
 
+def check_state_persistence(policy: Policy) -> Iterator[Finding]:
+    """A persisted layer filled by the ``state`` collector reads back its own field.
+
+    Such a layer's text already lives in state (``state[field]``). When ``field`` is the
+    layer's own name, ``persist`` is the normal read-back of what an earlier call
+    persisted (``compression__context``); any other field would make the engine write
+    a copy under the layer's name that no call reads, so it never persists it. Saying
+    so here beats a ``persist: true`` that is silently ignored.
+    """
+    for name, spec in policy.layers.items():
+        collector = spec.collector
+        if not is_block_layer(name) or not isinstance(collector, StateCollectorSpec):
+            continue
+        field = collector.field
+        if field == name or not policy.layer(name).persist:
+            continue
+        why = (
+            f"layer {name!r} reads state[{field!r}] (state collector), which the graph "
+            f"state already keeps: persisting it would write state[{name!r}], which "
+            "this layer never reads back, so its text is not persisted"
+        )
+        fix = f"read the layer's own field (field: {name})"
+        if spec.persist is None:
+            yield Finding(
+                ("layers", name, "collector", "field"),
+                f"{why}; {name} is persisted by default: set persist: false or {fix}",
+                "persist.state-field",
+            )
+        else:
+            yield Finding(
+                ("layers", name, "persist"),
+                f"{why}; remove persist: true or {fix}",
+                "persist.state-field",
+            )
+
+
 def check_processes(policy: Policy) -> Iterator[Finding]:
     """mapreduce_* without history; include/exclude disjoint; the query has a path."""
     for name, rule in policy.processes.items():
@@ -138,6 +176,7 @@ RULES: tuple[Rule, ...] = (
     check_layers_in_order,
     check_budget,
     check_persistence,
+    check_state_persistence,
     check_processes,
 )
 

@@ -171,3 +171,67 @@ def test_files_select_escapes_are_validation_errors_at_their_entry(tmp_path: Pat
     )
     found = sorted((i.line, i.rule) for i in validate_paths([policy]) if i.severity == "error")
     assert found == [(10, "path.absolute"), (11, "path.outside")]
+
+
+# ------------------------------------------------- persist on a state-collector layer
+
+
+@pytest.mark.parametrize(
+    ("layer", "path"),
+    [
+        (
+            {"persist": True, "collector": {"type": "state", "field": "todo"}},
+            ("layers", "todo__context", "persist"),
+        ),
+        ({"collector": {"type": "state", "field": "todo"}}, None),  # runtime-only: fine
+        ({"persist": True, "collector": {"type": "state", "field": "todo__context"}}, None),
+        ({"persist": False, "collector": {"type": "state", "field": "todo"}}, None),
+    ],
+)
+def test_persisted_state_layer_must_read_its_own_field(
+    layer: dict[str, Any], path: tuple[str, ...] | None
+) -> None:
+    findings = [
+        f
+        for f in check_semantics(_policy(layers={"todo__context": layer}))
+        if f.rule == "persist.state-field"
+    ]
+    assert [f.path for f in findings] == ([] if path is None else [path])
+    if findings:
+        assert "state['todo']" in findings[0].message
+        assert "field: todo__context" in findings[0].message
+
+
+def test_layer_persisted_by_default_reading_another_field_is_an_error() -> None:
+    compression = {"collector": {"type": "state", "field": "summary"}}
+    (finding,) = [
+        f
+        for f in check_semantics(_policy(layers={"compression__context": compression}))
+        if f.rule == "persist.state-field"
+    ]
+    assert finding.path == ("layers", "compression__context", "collector", "field")
+    assert "persisted by default" in finding.message
+
+
+def test_persisted_state_layer_is_reported_at_file_line_column(tmp_path: Path) -> None:
+    from ctxpolicy.loading import validate_paths
+
+    policy = tmp_path / "p.yaml"
+    policy.write_text(
+        "version: 1\nname: p\nlayers:\n  todo__context:\n"
+        "    collector: {type: state, field: todo}\n"
+        "    persist: true\n",  # line 6, column 5
+        encoding="utf-8",
+    )
+    issues = [i for i in validate_paths([policy]) if i.severity == "error"]
+    assert [(i.file, i.line, i.column, i.rule) for i in issues] == [
+        (str(policy), 6, 5, "persist.state-field")
+    ]
+    assert "never reads back" in issues[0].message
+
+
+def test_bundled_policies_persist_only_layers_that_read_their_own_field() -> None:
+    from ctxpolicy.loading import validate_paths
+
+    policies = Path(__file__).resolve().parents[2] / "policies"
+    assert [i for i in validate_paths([policies]) if i.rule == "persist.state-field"] == []
