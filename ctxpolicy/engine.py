@@ -873,24 +873,50 @@ class PolicyEngine:
                 raise CollectorError(step.layer.name, message) from exc
             return SkippedCollector(step.layer.name, RECALL, message)
 
-    def record(self, messages: Sequence[Any], *, thread_id: str | None = None) -> int:
-        """Index ``messages`` (a conversation's history) into every recall layer now.
+    def record(
+        self,
+        messages: Sequence[Any],
+        *,
+        thread_id: str | None = None,
+        services: Mapping[str, Any] | None = None,
+        since: int = 0,
+    ) -> int:
+        """Record a conversation's messages into the policy's recall indexes and memory.
 
         Composing indexes the history it is given; a node calls this after the model
-        answered so the answer is searchable at once. Messages already indexed (by id)
-        are skipped, so calling it again after a resume adds nothing.
+        answered, so the answer and its tool calls are searchable at once and the
+        memory of every ``memory`` layer (its service's ``record(messages)``, e.g.
+        `ctxpolicy.memory.TieredMemory.record`) holds the turn. Both skip messages they
+        already have (by id), so recording again after a resume adds nothing.
+
+        Args:
+            messages: The whole history (recall positions are session positions).
+            thread_id: The conversation (default: the LangGraph ``thread_id`` when
+                called inside a graph, else derived from the first message).
+            services: Extra or overriding services (the memory objects).
+            since: Only ``messages[since:]`` go to the memory services (the turn).
 
         Returns:
-            Messages newly indexed (summed over the recall layers).
+            Messages newly indexed by the recall layers (summed over them).
         """
         history = _as_messages(messages, argument="messages")
         if thread_id is None:
             thread_id = _langgraph_thread_id()
+        merged = self._merged_services(services)
         added = 0
+        fed: set[int] = set()
         for name in self._policy.block_layers:
-            layer = self._policy.layer(name)
-            if layer.collector is not None and layer.collector.type == RECALL:
-                added += self.recaller(name).record(history, thread_id=thread_id)
+            spec = self._policy.layer(name).collector
+            if spec is None:
+                continue
+            if spec.type == RECALL:
+                added += self.recaller(name, services=merged).record(history, thread_id=thread_id)
+            elif spec.type == "memory":
+                memory = merged.get(spec.service)
+                record = getattr(memory, "record", None)
+                if record is not None and id(memory) not in fed:
+                    fed.add(id(memory))
+                    record(list(history[since:]))
         return added
 
     @staticmethod

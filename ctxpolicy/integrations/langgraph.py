@@ -175,6 +175,7 @@ def _compose_args(
     system_prompt: str,
     query: str | None,
     tools: Sequence[Any] | None,
+    thread_id: str | None = None,
 ) -> dict[str, Any]:
     rule = engine.policy.process(process)
     return {
@@ -184,6 +185,7 @@ def _compose_args(
         "query": query,
         "checkpoint_messages": sb.memory.snapshot() if rule.checkpoint_messages else None,
         "services": {"tools": list(tools)} if tools else None,
+        "thread_id": thread_id,
     }
 
 
@@ -198,6 +200,7 @@ def _compose(
     query: str | None,
     tools: Sequence[Any] | None,
     on_compose: ComposeHook | None,
+    thread_id: str | None = None,
 ) -> ComposeResult:
     result = engine.compose(
         **_compose_args(
@@ -208,6 +211,7 @@ def _compose(
             system_prompt=system_prompt,
             query=query,
             tools=tools,
+            thread_id=thread_id,
         )
     )
     if on_compose is not None:
@@ -275,9 +279,10 @@ def agent_node(
             query=query,
             tools=tools,
             on_compose=on_compose,
+            thread_id=_thread_id(config),
         )
         raw = runnable.invoke(result.messages, config)
-        return _record_turn(sb, result, raw, name=name)
+        return _record_turn(engine, sb, result, raw, name=name, config=config)
 
     node.__name__ = f"agent_{name}"
     return node
@@ -316,12 +321,13 @@ def aagent_node(
                 system_prompt=system_prompt,
                 query=query,
                 tools=tools,
+                thread_id=_thread_id(config),
             )
         )
         if on_compose is not None:
             on_compose(name, result)
         raw = await runnable.ainvoke(result.messages, config)
-        return _record_turn(sb, result, raw, name=name)
+        return _record_turn(engine, sb, result, raw, name=name, config=config)
 
     node.__name__ = f"agent_{name}"
     return node
@@ -363,14 +369,35 @@ def _agent_query(engine: PolicyEngine, sb: StateBuilder, *, name: str, process: 
     return query
 
 
-def _record_turn(sb: StateBuilder, result: ComposeResult, raw: Any, *, name: str) -> dict[str, Any]:
-    """The writes of one agent turn, all after the model call, as one patch."""
+def _thread_id(config: RunnableConfig) -> str | None:
+    found = (config.get("configurable") or {}).get("thread_id")
+    return None if found is None else str(found)
+
+
+def _record_turn(
+    engine: PolicyEngine,
+    sb: StateBuilder,
+    result: ComposeResult,
+    raw: Any,
+    *,
+    name: str,
+    config: RunnableConfig,
+) -> dict[str, Any]:
+    """The writes of one agent turn, all after the model call, as one patch.
+
+    The turn (the last HumanMessage, the tool calls and results after it, the reply) is
+    also recorded into the policy's recall indexes and memory (`PolicyEngine.record`),
+    by message id, so a resumed run records nothing twice.
+    """
     reply = _reply(raw, node=name)
     if reply.name is None:
         reply = reply.model_copy(update={"name": name})
     if result.compacted_history is not None:
         sb.memory.replace(result.compacted_history)
     sb.memory.append([reply])
+    history = sb.memory.snapshot()  # with the reply's stable id
+    turn = max((i for i, m in enumerate(history) if m.type == "human"), default=len(history) - 1)
+    engine.record(history, thread_id=_thread_id(config), since=turn)
     sb.contexts.persist(result.persist)
     sb.routing.finish_agent("completed")
     return sb.patch()
@@ -600,7 +627,8 @@ def mapreduce_reducer_node(
             tools=None,
             on_compose=on_compose,
         )
-        return _record_turn(sb, result, model.invoke(result.messages, config), name=name)
+        raw = model.invoke(result.messages, config)
+        return _record_turn(engine, sb, result, raw, name=name, config=config)
 
     node.__name__ = f"reducer_{name}"
     return node

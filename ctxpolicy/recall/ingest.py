@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import threading
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ctxpolicy.recall.units import Unit, UnitSize, message_text, split_message
@@ -59,12 +60,34 @@ def _tool_names(messages: Sequence[BaseMessage]) -> dict[str, str]:
     return names
 
 
+@dataclass(frozen=True, slots=True)
+class Synced:
+    """What one `HistorySync.sync` did.
+
+    Attributes:
+        added: Messages newly indexed.
+        offset: Session position of the history's first message: 0, or the length of
+            the prefix a compaction (a summary replacing the oldest messages) removed.
+    """
+
+    added: int
+    offset: int
+
+
 class HistorySync:
     """Keeps one `RecallIndex` up to date with the histories it is shown.
 
     Args:
         index: The index to feed.
         size: How large units are.
+
+    Positions are positions in the *session*: when a summary replaced the oldest
+    messages of the state (the history now starts with a message the index knows at
+    position ``p``), the history is read as starting at ``p`` and nothing is forgotten;
+    the summarized messages stay searchable. A history that differs after a common
+    start is a restore to an earlier step: the messages of the abandoned branch are
+    removed from the index. (Compaction is recognised by message id, so id-less
+    messages, which LangGraph never produces, are always read from position 0.)
 
     Thread-safe: one lock per instance (indexing is quick and incremental).
     """
@@ -73,48 +96,64 @@ class HistorySync:
         self.index = index
         self.size = size or UnitSize()
         self._known: dict[str, list[str]] = {}
+        self._where: dict[str, dict[str, int]] = {}
         self._lock = threading.Lock()
 
-    def _log(self, thread: str) -> list[str]:
+    def _log(self, thread: str) -> tuple[list[str], dict[str, int]]:
         known = self._known.get(thread)
         if known is None:
             known = [mid for _, mid in self.index.indexed_messages(thread)]
             self._known[thread] = known
-        return known
+            self._where[thread] = {mid: i for i, mid in enumerate(known)}
+        return known, self._where[thread]
 
-    def _start(self, log: list[str], history: Sequence[BaseMessage]) -> int:
-        """First position of ``history`` that the index may not have."""
-        end = min(len(log), len(history))
-        position = end - 1
-        while position >= 0 and message_key(history[position], position) != log[position]:
+    @staticmethod
+    def _offset(log: list[str], where: dict[str, int], history: Sequence[BaseMessage]) -> int:
+        if not history or not log:
+            return 0
+        first = message_key(history[0], 0)
+        if first == log[0]:
+            return 0
+        return where.get(first, 0)
+
+    @staticmethod
+    def _start(log: list[str], history: Sequence[BaseMessage], offset: int) -> int:
+        """First session position of ``history`` that the index may not have."""
+        position = min(len(log), offset + len(history)) - 1
+        while position >= offset and (
+            message_key(history[position - offset], position) != log[position]
+        ):
             position -= 1
-        return position + 1
+        return max(position + 1, offset)
 
-    def sync(self, thread: str, history: Sequence[BaseMessage]) -> int:
-        """Index the messages of ``history`` that ``thread`` has not indexed yet.
-
-        Returns:
-            How many messages were new to the index.
-        """
+    def sync(self, thread: str, history: Sequence[BaseMessage]) -> Synced:
+        """Index the messages of ``history`` that ``thread`` has not indexed yet."""
         with self._lock:
-            log = self._log(thread)
-            start = self._start(log, history)
-            if start >= len(history):
-                return 0
+            log, where = self._log(thread)
+            offset = self._offset(log, where, history)
+            start = self._start(log, history, offset)
+            if start >= offset + len(history):
+                return Synced(0, offset)
             known = set(log[start:])
+            for mid in log[start:]:
+                where.pop(mid, None)
             del log[start:]
-            fresh = history[start:]
+            while len(log) < start:  # a gap cannot happen with an offset from the log
+                log.append("")
+            fresh = history[start - offset :]
             if known:
                 # a restore to an earlier step: what the old branch said after it is gone
                 current = {message_key(m, start + i) for i, m in enumerate(fresh)}
                 abandoned = [mid for mid in known if mid not in current]
                 self.index.forget_messages(thread, abandoned)
                 known -= set(abandoned)
-            names = _tool_names(history[max(0, start - 8) : start]) | _tool_names(fresh)
+            before = history[max(0, start - offset - 8) : start - offset]
+            names = _tool_names(before) | _tool_names(fresh)
             entries: list[tuple[int, str, Sequence[Unit]]] = []
-            for offset, message in enumerate(fresh):
-                position = start + offset
+            for i, message in enumerate(fresh):
+                position = start + i
                 key = message_key(message, position)
+                where[key] = len(log)
                 log.append(key)
                 if key in known:
                     continue
@@ -122,12 +161,13 @@ class HistorySync:
                     message, message_id=key, position=position, tool_names=names, size=self.size
                 )
                 entries.append((position, key, units))
-            return self.index.add_messages(thread, entries)
+            return Synced(self.index.add_messages(thread, entries), offset)
 
     def forget(self, thread: str) -> None:
         """Drop the cached id log of ``thread`` (it is reloaded from the index when needed)."""
         with self._lock:
             self._known.pop(thread, None)
+            self._where.pop(thread, None)
 
 
-__all__ = ["HistorySync", "message_key", "thread_key"]
+__all__ = ["HistorySync", "Synced", "message_key", "thread_key"]

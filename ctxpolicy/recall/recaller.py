@@ -153,7 +153,7 @@ class Recaller:
 
     def record(self, history: Sequence[BaseMessage], *, thread_id: str | None = None) -> int:
         """Index the new messages of ``history`` (for nodes that record a turn)."""
-        return self.sync.sync(thread_key(history, thread_id), history)
+        return self.sync.sync(thread_key(history, thread_id), history).added
 
     def _memory_hits(self, services: Mapping[str, Any], query: str) -> list[RecallHit]:
         if self.spec.memory is None:
@@ -194,7 +194,8 @@ class Recaller:
         """Index the history's new messages, search, and pack the layer."""
         history = request.history
         thread = thread_key(history, request.thread_id)
-        indexed = self.sync.sync(thread, history)
+        synced = self.sync.sync(thread, history)
+        indexed, offset = synced.added, synced.offset
         query = request.query or ""
         terms = query_terms(query)
         if not terms:
@@ -208,9 +209,8 @@ class Recaller:
         hits = [*self._memory_hits(request.services, query), *ranked]
 
         def in_history(position: int, message_id: str) -> bool:
-            return position < len(history) and message_key(history[position], position) == (
-                message_id
-            )
+            at = position - offset
+            return 0 <= at < len(history) and message_key(history[at], position) == message_id
 
         header = DEFAULT_HEADER if self.spec.header is None else self.spec.header
         cap = request.cap_tokens
@@ -219,7 +219,7 @@ class Recaller:
                 hits,
                 terms=terms,
                 in_history=in_history,
-                kept_from=request.kept_from,
+                kept_from=offset + request.kept_from,
                 prompt_text=request.prompt_text,
                 cap_tokens=cap,
                 count_tokens=request.count_tokens,

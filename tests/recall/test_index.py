@@ -47,13 +47,13 @@ def test_only_new_ids_are_indexed_and_a_repeat_adds_nothing() -> None:
     index = SQLiteRecallIndex()
     sync = HistorySync(index)
     msgs = history(10)
-    assert sync.sync("t", msgs) == 20
+    assert sync.sync("t", msgs).added == 20
     rows = unit_rows(index)
-    assert sync.sync("t", msgs) == 0
-    assert sync.sync("t", [*msgs, HumanMessage("one more", id="new")]) == 1
+    assert sync.sync("t", msgs).added == 0
+    assert sync.sync("t", [*msgs, HumanMessage("one more", id="new")]).added == 1
     assert unit_rows(index) == rows + 1
     # a fresh HistorySync (another engine on the same index) still adds nothing twice
-    assert HistorySync(index).sync("t", msgs) == 0
+    assert HistorySync(index).sync("t", msgs).added == 0
     assert unit_rows(index) == rows + 1
 
 
@@ -63,12 +63,12 @@ def test_a_restore_to_an_earlier_step_forgets_the_abandoned_branch() -> None:
     base = history(5)
     sync.sync("t", [*base, HumanMessage("branch one says kiwi", id="b1")])
     assert index.search("t", ["kiwi"], limit=5)
-    assert sync.sync("t", [*base, HumanMessage("branch two says mango", id="b2")]) == 1
+    assert sync.sync("t", [*base, HumanMessage("branch two says mango", id="b2")]).added == 1
     assert not index.search("t", ["kiwi"], limit=5)
     assert [h.unit.message_id for h in index.search("t", ["mango"], limit=5)] == ["b2"]
     assert "b1" not in {mid for _, mid in index.indexed_messages("t")}
     # going back to the first branch indexes it again
-    assert sync.sync("t", [*base, HumanMessage("branch one says kiwi", id="b1")]) == 1
+    assert sync.sync("t", [*base, HumanMessage("branch one says kiwi", id="b1")]).added == 1
 
 
 def test_file_index_survives_a_restart(tmp_path: Path) -> None:
@@ -78,7 +78,7 @@ def test_file_index_survives_a_restart(tmp_path: Path) -> None:
     first.close()
     again = SQLiteRecallIndex(path)
     assert [mid for _, mid in again.indexed_messages("t")][:2] == ["mh0", "ma0"]
-    assert HistorySync(again).sync("t", history(30)) == 0
+    assert HistorySync(again).sync("t", history(30)).added == 0
     assert again.search("t", ["svc29"], limit=1)[0].unit.message_id in {"mh29", "ma29"}
 
 
@@ -87,7 +87,9 @@ def test_concurrent_syncs_of_one_thread_index_each_message_once() -> None:
     msgs = history(200)
     syncs = [HistorySync(index) for _ in range(4)]
     added: list[int] = []
-    threads = [threading.Thread(target=lambda s=s: added.append(s.sync("t", msgs))) for s in syncs]
+    threads = [
+        threading.Thread(target=lambda s=s: added.append(s.sync("t", msgs).added)) for s in syncs
+    ]
     for t in threads:
         t.start()
     for t in threads:
@@ -103,7 +105,7 @@ from ctxpolicy.recall.ingest import HistorySync
 from ctxpolicy.recall.sqlite import SQLiteRecallIndex
 index = SQLiteRecallIndex(sys.argv[1])
 msgs = [HumanMessage(f"shared message {i} token{i}", id=f"s{i}") for i in range(300)]
-print(HistorySync(index).sync("t", msgs))
+print(HistorySync(index).sync("t", msgs).added)
 """
 
 
@@ -166,3 +168,18 @@ def test_common_terms_are_left_out_once_rare_ones_match_enough_rows() -> None:
     assert index.ranked_terms(["common", "rare"]) == ["rare"]
     assert index.ranked_terms(["common"]) == ["common"]
     assert index.search("t", ["common", "rare"], limit=1)[0].unit.message_id == "r"
+
+
+def test_a_compaction_keeps_the_summarized_messages_searchable() -> None:
+    # a summary replaced the oldest messages of the state: the history now starts at a
+    # message the index knows; nothing is forgotten and positions stay session positions
+    index = SQLiteRecallIndex()
+    sync = HistorySync(index)
+    msgs = [HumanMessage("the vault path is kv/x9", id="old"), *history(10)]
+    assert sync.sync("t", msgs).added == 21
+    compacted = [*msgs[15:], HumanMessage("and now?", id="new")]
+    synced = sync.sync("t", compacted)
+    assert (synced.added, synced.offset) == (1, 15)
+    (hit,) = index.search("t", ["vault"], limit=3)
+    assert hit.unit.message_id == "old"
+    assert index.search("t", ["now"], limit=1)[0].unit.position == 21

@@ -113,7 +113,9 @@ def best(index: RecallIndex, thread: str, query: str) -> Unit | None:
 def test_same_best_unit_as_sqlite_on_a_small_corpus(open_index) -> None:
     pg, lite = open_index(), SQLiteRecallIndex()
     history = corpus()
-    assert HistorySync(pg).sync("s", history) == HistorySync(lite).sync("s", history) == 10
+    assert (
+        HistorySync(pg).sync("s", history).added == HistorySync(lite).sync("s", history).added == 10
+    )
     for query in QUERIES:
         expected = best(lite, "s", query)
         assert expected is not None, query
@@ -137,10 +139,10 @@ def test_reindexing_adds_nothing_and_a_new_index_finds_everything(
 ) -> None:
     first = open_index()
     history = corpus()
-    assert HistorySync(first).sync("r", history) == 10
+    assert HistorySync(first).sync("r", history).added == 10
     units = scalar(postgres_dsn, f"SELECT count(*) FROM {prefix}_unit")
     assert units > 10
-    assert HistorySync(first).sync("r", history) == 0
+    assert HistorySync(first).sync("r", history).added == 0
     entries = [(0, "u0", [Unit("u0", 0, 0, "user", None, 1, 1, "again")])]
     assert first.add_messages("r", entries) == 0
     # a batch naming one id twice indexes it once
@@ -153,7 +155,7 @@ def test_reindexing_adds_nothing_and_a_new_index_finds_everything(
     second = open_index()
     log = second.indexed_messages("r")
     assert log == [(i, m.id) for i, m in enumerate(history)] + [(10, "n10")]
-    assert HistorySync(second).sync("r", history) == 0
+    assert HistorySync(second).sync("r", history).added == 0
     assert best(second, "r", "Who is on call this week?").message_id == "u4"
     assert second.search("r", ["zebra"], limit=5)[0].unit.message_id == "n10"
     assert scalar(postgres_dsn, f"SELECT count(*) FROM {prefix}_unit") == units + 1
@@ -259,7 +261,7 @@ def test_one_locked_connection_without_psycopg_pool(
     index = PostgresRecallIndex(postgres_dsn, schema_prefix=prefix)
     try:
         assert type(index._pool).__name__ == "_OneConnection"
-        assert HistorySync(index).sync("one", corpus()) == 10
+        assert HistorySync(index).sync("one", corpus()).added == 10
         assert best(index, "one", "Who is on call this week?").message_id == "u4"
     finally:
         index.close()
@@ -455,7 +457,7 @@ def test_a_restore_forgets_the_abandoned_branch_like_sqlite(open_index) -> None:
     base = [HumanMessage(f"base message {i}", id=f"b{i}") for i in range(4)]
     sync.sync("t", [*base, HumanMessage("branch one says kiwi", id="k")])
     assert index.search("t", ["kiwi"], limit=3)
-    assert sync.sync("t", [*base, HumanMessage("branch two says mango", id="m")]) == 1
+    assert sync.sync("t", [*base, HumanMessage("branch two says mango", id="m")]).added == 1
     assert not index.search("t", ["kiwi"], limit=3)
     assert [h.unit.message_id for h in index.search("t", ["mango"], limit=3)] == ["m"]
     assert "k" not in {mid for _, mid in index.indexed_messages("t")}
