@@ -757,6 +757,55 @@ def targets_table(targets: dict[str, Any], methods: Sequence[str]) -> str:
     return "\n".join(lines)
 
 
+README = ROOT / "README.md"
+README_START = "<!-- bench-quality:start -->"
+README_END = "<!-- bench-quality:end -->"
+
+
+def readme_table(report: dict[str, Any]) -> str:
+    """The README's summary: retention per N, and the N = 10,000 breakdown, per method."""
+    sizes = sorted(int(n) for n in report["results"])
+    largest = str(sizes[-1])
+    methods = list(report["results"][largest])
+    head = " | ".join(f"N={n:,}" for n in sizes)
+    lines = [
+        (
+            f"| method | {head} | own (N={int(largest):,}) | paraphrased | buried | stale-only "
+            "| p50 ms |"
+        ),
+        "|---|" + "---:|" * (len(sizes) + 5),
+    ]
+    for name in methods:
+        cells = []
+        for n in sizes:
+            r = report["results"][str(n)].get(name, {})
+            cells.append("error" if "error" in r else _p(r.get("retention")))
+        r = report["results"][largest].get(name, {})
+        if "error" in r:
+            cells += ["-"] * 5
+        else:
+            cells += [
+                _p(r["by_wording"]["own"]),
+                _p(r["by_wording"]["paraphrased"]),
+                _p(r["by_kind"]["buried"]),
+                _p(r["stale_only"]),
+                _ms(r["compose_p50_ms"]),
+            ]
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def update_readme(report: dict[str, Any], path: Path = README) -> bool:
+    """Replace the block between the README's bench-quality markers; False if absent."""
+    text = path.read_text(encoding="utf-8")
+    start, end = text.find(README_START), text.find(README_END)
+    if start < 0 or end < start:
+        return False
+    block = f"{README_START}\n{readme_table(report)}\n{README_END}"
+    write_atomic(path, text[:start] + block + text[end + len(README_END) :])
+    return True
+
+
 def markdown(report: dict[str, Any], *, quick: bool) -> str:
     m = report["machine"]
     config = report["config"]
@@ -850,6 +899,9 @@ def main(argv: list[str] | None = None) -> int:
     stem = "quality-quick" if args.quick else "quality"
     write_atomic(args.out_dir / f"{stem}.json", json.dumps(report, indent=2) + "\n")
     write_atomic(args.out_dir / f"{stem}.md", text)
+    published = not args.quick and args.out_dir == RESULTS and set(sizes) == set(SIZES)
+    if published and update_readme(report):
+        print(f"updated the table in {README.name}", file=sys.stderr)
     print(text)
     print(f"wrote {args.out_dir / stem}.json and {stem}.md", file=sys.stderr)
     return 0

@@ -136,3 +136,33 @@ def test_quick_runner_at_100(tmp_path, capsys):
     assert results["drop_oldest"]["by_depth"]["recent"] == 100.0
     assert report["targets"]["n"] == 100
     assert not list(tmp_path.glob(".*.tmp"))
+
+
+def test_readme_block_is_regenerated_from_a_report(tmp_path):
+    report = {
+        "results": {
+            "100": {"m": {"retention": 50.0}},
+            "10000": {
+                "m": {
+                    "retention": 25.0,
+                    "by_wording": {"own": 40.0, "paraphrased": 10.0},
+                    "by_kind": {"buried": 30.0},
+                    "stale_only": 0.0,
+                    "compose_p50_ms": 12.5,
+                },
+                "x": {"error": "boom"},
+            },
+        }
+    }
+    readme = tmp_path / "README.md"
+    readme.write_text(
+        f"intro\n{quality.README_START}\nold table\n{quality.README_END}\nafter\n", encoding="utf-8"
+    )
+    assert quality.update_readme(report, path=readme)
+    text = readme.read_text(encoding="utf-8")
+    assert "old table" not in text
+    assert text.startswith("intro\n") and text.endswith("after\n")
+    assert "| m | 50.0 | 25.0 | 40.0 | 10.0 | 30.0 | 0.0 | 12.50 |" in text
+    assert "| x | - | error |" in text
+    (tmp_path / "plain.md").write_text("no markers\n", encoding="utf-8")
+    assert not quality.update_readme(report, path=tmp_path / "plain.md")
