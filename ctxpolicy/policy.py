@@ -1,4 +1,4 @@
-"""The policy model: a frozen, fully resolved policy (DESIGN §3).
+"""The policy model: a frozen, fully resolved policy (see docs/design.md).
 
 These pydantic models mirror ``schemas/ctxpolicy.schema.json`` one to one: the schema
 is what editors and CI see, the models are what code uses, and a test proves they
@@ -161,18 +161,34 @@ class CallableCollectorSpec(_CollectorBase):
 
 
 class MemoryCollectorSpec(_CollectorBase):
-    """Reads tiered memory (``ctxpolicy.memory``) by strategy or by single tier."""
+    """Reads tiered memory (``ctxpolicy.memory``) by strategy or by single tier.
+
+    A strategy gives each source (``search`` hits for the query, ``l1`` recent items,
+    ``l2`` working set, ``l3`` summaries) a share of the layer's cap; ``shares`` replaces
+    the strategy's (each in [0, 1]; a sum above 1 is scaled down; a source left out or at
+    0 is not read). The collector reads a memory service; tier sizes belong to it.
+    """
 
     type: Literal["memory"]
     service: Annotated[str, Field(pattern=SERVICE_NAME_PATTERN)] = "memory"
     strategy: Literal["minimal", "balanced", "comprehensive"] | None = None
     tier: Literal["l1", "l2", "l3", "l4"] | None = None
     limit: Annotated[JsonInt, Field(ge=1, le=100_000)] | None = None
+    shares: (
+        Annotated[
+            Mapping[Literal["search", "l1", "l2", "l3"], Annotated[JsonFloat, Field(ge=0, le=1)]],
+            Field(min_length=1),
+            *_FROZEN,
+        ]
+        | None
+    ) = None
 
     @model_validator(mode="after")
     def _strategy_or_tier(self) -> MemoryCollectorSpec:
         if self.strategy is not None and self.tier is not None:
             raise ValueError("give either 'strategy' or 'tier', not both")
+        if self.shares is not None and self.tier is not None:
+            raise ValueError("'shares' applies to strategies; give either 'shares' or 'tier'")
         return self
 
 
@@ -185,7 +201,10 @@ class FilesCollectorSpec(_CollectorBase):
 
 
 class ToolsCollectorSpec(_CollectorBase):
-    """Renders the definitions of LangChain tools from a service (seed 002's tool source)."""
+    """Renders the definitions of LangChain tools from a service.
+
+    See docs/design.md, 'Context sources'.
+    """
 
     type: Literal["tools"]
     service: Annotated[str, Field(pattern=SERVICE_NAME_PATTERN)] = "tools"
@@ -309,7 +328,7 @@ class BudgetSpec(_Frozen):
 
 
 class ProcessRule(_Frozen):
-    """Per-process rules (DESIGN §3.1)."""
+    """Per-process rules (see docs/design.md, 'Which layers a call gets')."""
 
     checkpoint_messages: StrictBool = True
     share_context: StrictBool = True
@@ -504,11 +523,11 @@ __all__ = [
     "FilesCollectorSpec",
     "LayerSpec",
     "MemoryCollectorSpec",
-    "RecallCollectorSpec",
-    "RecallWeights",
     "ModelSpec",
     "Policy",
     "ProcessRule",
+    "RecallCollectorSpec",
+    "RecallWeights",
     "ResolvedLayer",
     "RetrieverCollectorSpec",
     "StateCollectorSpec",

@@ -1,9 +1,11 @@
-"""Tiered memory (seed 004) and sessions (seed 002) as a context source.
+"""Tiered memory and sessions as a context source (docs/design.md, 'Memory tiers and scopes').
 
-`TieredMemory` keeps L1 (recent), L2 (important), L3 (summaries) and L4 (semantic index);
+`TieredMemory` keeps L1 (recent), L2 (important), L3 (summaries) and L4 (every item in a
+full-text search index, `TieredMemory.search`);
 `MemorySessions` keeps one per session and aggregates/distributes across them; the
 ``memory`` collector (`ctxpolicy.memory.collector.collect_memory`) reads them into a
-layer by strategy (``minimal | balanced | comprehensive``) or single tier.
+layer by strategy (``minimal | balanced | comprehensive``: token shares of the layer's
+cap per source) or single tier.
 
 Importing this package needs langchain-core (loaded lazily where possible) but never
 langgraph unless a store is used.
@@ -13,34 +15,46 @@ from ctxpolicy.memory.items import (
     IMPORTANCE_BY_KIND,
     ITEM_KINDS,
     ItemKind,
+    MemoryHit,
     MemoryItem,
     score_importance,
 )
 from ctxpolicy.memory.sessions import MemorySessions
 from ctxpolicy.memory.strategies import (
+    MEMORY_SOURCES,
     MEMORY_STRATEGIES,
     MEMORY_TIERS,
+    STRATEGY_SHARES,
     Candidate,
+    MemorySource,
     MemoryStrategy,
     MemoryTier,
+    pack_memory,
     render_candidates,
     select_memory,
 )
 from ctxpolicy.memory.summaries import summarize_extractive
-from ctxpolicy.memory.tiered import TieredMemory
+from ctxpolicy.memory.tiered import L2_POLICIES, L2Policy, TieredMemory
 
 __all__ = [
     "IMPORTANCE_BY_KIND",
     "ITEM_KINDS",
+    "L2_POLICIES",
+    "MEMORY_SOURCES",
     "MEMORY_STRATEGIES",
     "MEMORY_TIERS",
+    "STRATEGY_SHARES",
     "Candidate",
     "ItemKind",
+    "L2Policy",
+    "MemoryHit",
     "MemoryItem",
     "MemorySessions",
+    "MemorySource",
     "MemoryStrategy",
     "MemoryTier",
     "TieredMemory",
+    "pack_memory",
     "render_candidates",
     "score_importance",
     "select_memory",

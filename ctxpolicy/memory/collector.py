@@ -4,11 +4,16 @@ Policy::
 
     memory__context:
       collector: {type: memory, service: memory, strategy: balanced}   # or tier: l1|l2|l3|l4
+    # shares: {search: 0.5, l1: 0.2, l2: 0.3}   # replace the strategy's shares of the cap
 
 The service (looked up in the engine's services, then in state under the same name) is a
 `TieredMemory`, its `TieredMemory.to_data` output, or a `MemorySessions`. For sessions,
 state ``session_ids`` (a list) or ``session_id`` picks the sessions to aggregate (all
-open sessions otherwise). The L4 query is the call's query, else the newest L1 item.
+open sessions otherwise). The search query is the call's query, else the newest L1 item.
+
+A strategy (or ``shares``) packs whole items by token shares of the layer's cap (see
+`ctxpolicy.memory.strategies`); a single tier reads its ``limit`` items in order.
+The collector never creates a memory: tier sizes belong to the `TieredMemory` service.
 """
 
 from __future__ import annotations
@@ -17,7 +22,12 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ctxpolicy.memory.sessions import MemorySessions
-from ctxpolicy.memory.strategies import pack_candidates, render_candidates, select_memory
+from ctxpolicy.memory.strategies import (
+    pack_candidates,
+    pack_memory,
+    render_candidates,
+    select_memory,
+)
 from ctxpolicy.memory.tiered import TieredMemory
 
 if TYPE_CHECKING:
@@ -69,6 +79,8 @@ def collect_memory(request: CollectRequest) -> str | None:
     if request.cap_tokens <= 0:
         return None
     candidates: list[Candidate]
+    spec_shares = getattr(spec, "shares", None)
+    shares = dict(spec_shares) if spec_shares is not None else None
     if isinstance(memory, MemorySessions):
         ids = _session_ids(request.state)
         candidates = memory.aggregate(
@@ -79,12 +91,21 @@ def collect_memory(request: CollectRequest) -> str | None:
             limit=spec.limit,
             max_tokens=request.cap_tokens,
             count_tokens=request.count_tokens,
+            shares=shares,
         )
-    else:
-        selected = select_memory(
-            memory, strategy=spec.strategy, tier=spec.tier, query=request.query, limit=spec.limit
-        )
+    elif spec.tier is not None:
+        selected = select_memory(memory, tier=spec.tier, query=request.query, limit=spec.limit)
         candidates = pack_candidates(
             selected, cap_tokens=request.cap_tokens, count_tokens=request.count_tokens
+        )
+    else:
+        candidates = pack_memory(
+            memory,
+            cap_tokens=request.cap_tokens,
+            count_tokens=request.count_tokens,
+            strategy=spec.strategy,
+            shares=shares,
+            query=request.query,
+            limit=spec.limit,
         )
     return render_candidates(candidates) or None

@@ -1,4 +1,4 @@
-"""Memory items and importance scoring (seed 004 §6.5).
+"""Memory items and importance scoring (docs/design.md, 'Memory tiers and scopes').
 
 A `MemoryItem` is one remembered piece of content: a user turn, a tool result, a
 sub-task, a summary. Items are immutable and serialize to plain data.
@@ -18,8 +18,8 @@ ItemKind = Literal["user", "tool_failure", "tool_success", "subtask", "agent", "
 
 ITEM_KINDS: tuple[str, ...] = get_args(ItemKind)
 
-#: Seed 004's importance scores by kind (user 0.9, failed tool 0.8, successful tool 0.7,
-#: sub-task 0.5). Kinds the seed does not score get the neutral 0.5.
+#: Importance scores by kind (user 0.9, failed tool 0.8, successful tool 0.7, sub-task
+#: 0.5; docs/design.md, 'Memory tiers and scopes'). Other kinds get the neutral 0.5.
 IMPORTANCE_BY_KIND: Mapping[str, float] = MappingProxyType(
     {
         "user": 0.9,
@@ -64,14 +64,28 @@ def check_kind(kind: Any) -> ItemKind | None:
     return found
 
 
-def score_importance(
-    *, kind: ItemKind | None = None, metadata: Mapping[str, Any] | None = None
-) -> float:
-    """The default importance of an item, following seed 004.
+#: Kinds whose importance content may change (tool results keep their kind's score
+#: unless the text adds facts; an "ok" from a tool is not small talk).
+_CHITCHAT_KINDS = frozenset({None, "user", "agent", "note", "subtask"})
+#: Importance of small talk ("thanks", "ok, cool") when content is scored.
+CHITCHAT_IMPORTANCE = 0.3
 
-    In order: ``metadata["importance"]`` when present; the score of ``kind``; then
+
+def score_importance(
+    *,
+    kind: ItemKind | None = None,
+    metadata: Mapping[str, Any] | None = None,
+    content: str | None = None,
+) -> float:
+    """The default importance of an item: the rules of docs/design.md, then the content.
+
+    In order: ``metadata["importance"]`` when present (final); the score of ``kind``; then
     ``metadata`` hints: ``source``/``role`` ``"user"`` → 0.9, ``status`` failed/error → 0.8,
-    ``status`` completed/success → 0.7; otherwise 0.5.
+    ``status`` completed/success → 0.7; otherwise 0.5. With ``content``, what the text says
+    adjusts that base (`ctxpolicy.memory.facts.content_bonus`): a correction, a stated fact
+    (numbers, ids, versions, hosts, ports in an ``X is Y`` statement), a ``remember``-like
+    cue, an error or a decision add up to +0.3 (capped at 1.0); small talk (``thanks``,
+    ``ok``) of a user, agent, note or sub-task drops to 0.3.
 
     Raises:
         ValueError: ``metadata["importance"]`` is not a number in [0, 1], or ``kind`` is unknown.
@@ -80,8 +94,20 @@ def score_importance(
     if "importance" in meta:
         return check_importance(meta["importance"], name="metadata['importance']")
     checked = check_kind(kind)
-    if checked is not None:
-        return IMPORTANCE_BY_KIND[checked]
+    base = _kind_importance(checked, meta)
+    if content is None:
+        return base
+    from ctxpolicy.memory.facts import content_bonus
+
+    bonus = content_bonus(content, kind=checked)
+    if bonus is None:
+        return min(base, CHITCHAT_IMPORTANCE) if checked in _CHITCHAT_KINDS else base
+    return round(min(1.0, base + bonus), 6)
+
+
+def _kind_importance(kind: ItemKind | None, meta: Mapping[str, Any]) -> float:
+    if kind is not None:
+        return IMPORTANCE_BY_KIND[kind]
     if meta.get("source") == "user" or meta.get("role") == "user":
         return IMPORTANCE_BY_KIND["user"]
     status = str(meta.get("status", "")).lower()
@@ -165,3 +191,26 @@ class MemoryItem:
             tags=tuple(tags),
             metadata=dict(metadata),
         )
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryHit(MemoryItem):
+    """A search result: a memory item, or one unit (a line, a paragraph) of a longer one.
+
+    Attributes:
+        tier: Where the item is now: ``l1`` (recent), ``l2`` (working set), ``l3`` (its
+            summary is among the kept L3 summaries) or ``l4`` (only in the index).
+        score: Relevance (higher is better; comparable within one search only).
+        part: Index of the unit within the item's text (0 for the first or only one).
+        whole: Whether ``content`` is the item's whole text (else one unit of it).
+    """
+
+    tier: str = "l4"
+    score: float = 0.0
+    part: int = 0
+    whole: bool = True
+
+    @property
+    def key(self) -> str:
+        """A de-duplication key: the item id, plus ``#part`` for a unit of a longer item."""
+        return self.id if self.whole else f"{self.id}#{self.part}"

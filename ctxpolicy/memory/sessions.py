@@ -1,6 +1,8 @@
-"""Sessions (seed 002): per-session memory, aggregation and distribution.
+"""Sessions: per-session memory, aggregation and distribution.
 
-`MemorySessions` is seed 002's ContextController for memory: each session owns a
+See docs/design.md, 'Memory tiers and scopes'.
+
+`MemorySessions` controls the memory of sessions: each session owns a
 `TieredMemory` (L1/L2 private to it); `aggregate` merges several sessions' memory for one
 agent (ranked, de-duplicated, trimmed to a token budget); `distribute` adds one item to
 several sessions (broadcast, or filtered). L3/L4 of every session are written through
@@ -10,17 +12,22 @@ for none), so a new process restores them.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from ctxpolicy.memory.items import MemoryItem, new_item_id
 from ctxpolicy.memory.strategies import (
+    MEMORY_SOURCES,
     Candidate,
     MemoryStrategy,
     MemoryTier,
     dedupe_candidates,
     pack_candidates,
+    pack_shares,
     select_memory,
+    source_pools,
+    strategy_shares,
 )
 from ctxpolicy.memory.tiered import DEFAULT_NAMESPACE, TieredMemory
 
@@ -32,6 +39,11 @@ if TYPE_CHECKING:
 
 SESSIONS_FORMAT = "ctxpolicy.memory.sessions/1"
 _TIER_RANK = {"l1": 0, "l4": 1, "l2": 2, "l3": 3}
+
+
+def _interleave(pools: Sequence[Sequence[Candidate]]) -> list[Candidate]:
+    """The candidates of several ranked lists, rank by rank (first of each, then second...)."""
+    return [c for rank in itertools.zip_longest(*pools) for c in rank if c is not None]
 
 
 def _check_session_id(session_id: Any) -> str:
@@ -160,7 +172,7 @@ class MemorySessions:
         metadata: Mapping[str, Any] | None = None,
         kind: ItemKind | None = None,
     ) -> dict[str, MemoryItem]:
-        """Add one item to several sessions (seed 002's distribute).
+        """Add one item to several sessions (distribute).
 
         Args:
             content: The item text.
@@ -212,13 +224,17 @@ class MemorySessions:
         limit: int | None = None,
         max_tokens: int | None = None,
         count_tokens: Callable[[str], int] | None = None,
+        shares: Mapping[str, float] | None = None,
     ) -> list[Candidate]:
         """Several sessions' memory for one agent: merged, ranked, de-duplicated, trimmed.
 
         Each session contributes `select_memory` candidates; they are ranked by
         importance, then tier (recent, related, working set, summaries), then recency;
-        repeats (same item id or content) count once; with ``max_tokens`` whole items are
-        packed into that many tokens (``count_tokens`` is then required).
+        repeats (same item id or content) count once. With ``max_tokens`` (``count_tokens``
+        is then required) whole items are packed into that many tokens: for a strategy by
+        its token shares (`ctxpolicy.memory.strategies.pack_shares`; each source's
+        candidates taken from the sessions in turn, rank by rank), for a tier in rank
+        order.
 
         Raises:
             KeyError: a session id that is not open.
@@ -230,11 +246,28 @@ class MemorySessions:
             raise KeyError(f"no open session(s): {', '.join(map(repr, missing))}")
         if max_tokens is not None and count_tokens is None:
             raise ValueError("count_tokens is required with max_tokens")
+        if max_tokens is not None and count_tokens is not None and tier is None:
+            chosen = strategy_shares(strategy, shares)
+            per_session = [
+                source_pools(self._sessions[sid], chosen, query=query, cap_tokens=max_tokens)
+                for sid in dict.fromkeys(ids)
+            ]
+            pools = {
+                source: _interleave([p.get(source, []) for p in per_session])
+                for source in MEMORY_SOURCES
+            }
+            return pack_shares(
+                pools, chosen, cap_tokens=max_tokens, count_tokens=count_tokens, limit=limit
+            )
         merged = [
             candidate
             for session_id in dict.fromkeys(ids)
             for candidate in select_memory(
-                self._sessions[session_id], strategy=strategy, tier=tier, query=query
+                self._sessions[session_id],
+                strategy=strategy,
+                tier=tier,
+                query=query,
+                shares=shares,
             )
         ]
         merged.sort(key=lambda c: (-c.item.importance, _TIER_RANK[c.tier], -c.item.seq))

@@ -1,8 +1,14 @@
-"""L3 summaries: a summarizer service when given, a deterministic extractive summary otherwise."""
+"""L3 summaries: a summarizer service when given, a deterministic extractive summary otherwise.
+
+An L3 summary stands for an item that left L1; the item's full text stays in the
+memory's search index (`TieredMemory.search`, `TieredMemory.original`), so a summary may
+leave things out without losing them.
+"""
 
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -12,52 +18,116 @@ if TYPE_CHECKING:
 Summarizer = Callable[[str], str]
 """A summarizer callable: full text in, summary out."""
 
-EXTRACTIVE_MAX_CHARS = 200
+#: Token budget of an extractive summary (tokens estimated as characters / 4).
+EXTRACTIVE_MAX_TOKENS = 96
+#: Characters per token of the estimate (cl100k averages about 4 on English text).
+CHARS_PER_TOKEN = 4
 _SENTENCE_END = re.compile(r"(?<=[.!?\u3002\uff01\uff1f])\s+")
 _SPACES = re.compile(r"\s+")
+_WORDS = re.compile(r"[^\W\d_]\w*|\w+")
+GAP = " … "
 SUMMARY_PROMPT = (
     "Summarize the following agent memory item in one or two short sentences. "
     "Keep names, numbers, errors and decisions.\n\n{text}"
 )
 
 
-def summarize_extractive(text: str, *, max_chars: int = EXTRACTIVE_MAX_CHARS) -> str:
-    """A deterministic extractive summary: leading whole sentences, at most ``max_chars``.
+def _pieces(text: str) -> list[str]:
+    """Lines of a multi-line text, sentences of each line; whitespace collapsed."""
+    out: list[str] = []
+    for line in text.splitlines():
+        flat = _SPACES.sub(" ", line).strip()
+        if flat:
+            out.extend(s for s in _SENTENCE_END.split(flat) if s)
+    return out
 
-    Whitespace is collapsed. When even the first sentence is longer than ``max_chars``, it
-    is cut at a word boundary and ends with ``…``.
 
-    Raises:
-        ValueError: ``max_chars`` < 8.
-    """
-    if max_chars < 8:
-        raise ValueError(f"max_chars must be >= 8, got {max_chars}")
-    flat = _SPACES.sub(" ", text).strip()
-    if len(flat) <= max_chars:
-        return flat
-    summary = ""
-    for sentence in _SENTENCE_END.split(flat):
-        candidate = f"{summary} {sentence}".strip()
-        if len(candidate) > max_chars:
-            break
-        summary = candidate
-    if summary:
-        return summary
-    cut = flat[: max_chars - 1]
+def _shape(piece: str) -> frozenset[str]:
+    """The words of a piece without its values (a word found in no other piece of a dump
+    marks a line unlike the others)."""
+    return frozenset(w for w in _WORDS.findall(piece.lower()) if not any(c.isdigit() for c in w))
+
+
+def _cut(text: str, max_chars: int) -> str:
+    if len(text) <= max_chars:
+        return text
+    cut = text[: max_chars - 1]
     space = cut.rfind(" ")
     if space >= max_chars // 2:
         cut = cut[:space]
     return cut.rstrip() + "…"
 
 
-def summarize_item(item: MemoryItem, summarizer: Any) -> str:
+def summarize_extractive(
+    text: str, *, max_tokens: int = EXTRACTIVE_MAX_TOKENS, max_chars: int | None = None
+) -> str:
+    """A deterministic extractive summary that keeps the lines carrying facts.
+
+    A text within the budget is kept whole (whitespace collapsed). A longer one is cut
+    into pieces (lines, then sentences); the first piece (what the text is about: a
+    question, a command, a header) is kept, then the pieces with the highest
+    `ctxpolicy.memory.facts.fact_score` (corrections, ``X is Y`` statements holding
+    numbers/ids/hosts, ``key=value``, errors, decisions; earlier first among equals)
+    while they fit, shown in text order, `GAP` marking left-out pieces. A piece longer
+    than the whole budget is cut at a word boundary with ``…``.
+
+    Args:
+        text: The full text (it stays searchable in the memory's index; L3 points at it).
+        max_tokens: Budget in estimated tokens (characters / `CHARS_PER_TOKEN`).
+        max_chars: A budget in characters instead (``max_tokens`` is then ignored).
+
+    Raises:
+        ValueError: the budget is below 8 characters / 2 tokens.
+    """
+    from ctxpolicy.memory.facts import fact_score
+
+    budget = max_chars if max_chars is not None else max_tokens * CHARS_PER_TOKEN
+    if budget < 8:
+        raise ValueError(f"the summary budget must be >= 8 characters, got {budget}")
+    flat = _SPACES.sub(" ", text).strip()
+    if len(flat) <= budget:
+        return flat
+    pieces = _pieces(text)
+    first = _cut(pieces[0], budget)
+    chosen = {0}
+    used = len(first)
+    scores = [fact_score(piece) for piece in pieces]
+    if len(pieces) >= 6:  # a dump: a line unlike the others says more than its siblings
+        shapes = [_shape(piece) for piece in pieces]
+        counts = Counter(word for shape in shapes for word in shape)
+        scores = [
+            score + min(3, sum(counts[w] == 1 for w in shape)) if score > 0 else 0
+            for score, shape in zip(scores, shapes, strict=True)
+        ]
+    ranked = sorted(range(1, len(pieces)), key=lambda i: (-scores[i], i))
+    for index in ranked:
+        if scores[index] <= 0:
+            break
+        cost = len(pieces[index]) + len(GAP)
+        if used + cost <= budget:
+            chosen.add(index)
+            used += cost
+    parts = [first]
+    previous = 0
+    for index in sorted(chosen - {0}):
+        parts.append(GAP if index > previous + 1 else " ")
+        parts.append(pieces[index])
+        previous = index
+    return "".join(parts).strip()
+
+
+def summarize_item(
+    item: MemoryItem, summarizer: Any, *, max_tokens: int = EXTRACTIVE_MAX_TOKENS
+) -> str:
     """Summarize ``item`` with ``summarizer`` (a ``BaseChatModel``, a callable or None).
+
+    ``max_tokens`` is the budget of the extractive summary (None summarizer).
 
     Raises:
         TypeError: ``summarizer`` is neither a chat model nor callable, or returned a non-string.
     """
     if summarizer is None:
-        return summarize_extractive(item.content)
+        return summarize_extractive(item.content, max_tokens=max_tokens)
     from langchain_core.language_models import BaseChatModel
 
     if isinstance(summarizer, BaseChatModel):

@@ -1,17 +1,23 @@
-"""`TieredMemory`: seed 004's four tiers.
+"""`TieredMemory`: four tiers, over one full-text search index.
 
 - L1: ring buffer of the ``l1_size`` most recent items.
-- L2: importance-ranked working set of at most ``l2_size`` items. An item enters while
-  L2 is not full when its importance is above ``l2_threshold`` (0.6); once full, only
-  when it beats the current minimum, which is evicted.
-- L3: summaries (summarizer service, or a deterministic extractive summary) of the items
-  evicted from L1; the ``l3_size`` most recent are kept.
-- L4: a semantic index of every L3 summary behind langchain-core's `VectorStore`; never
-  trimmed. With a LangGraph `BaseStore`, every summary is also written through to it, so
-  L3/L4 survive the process (`TieredMemory.from_store`).
+- L2: importance-ranked working set of at most ``l2_size`` items. ``l2_policy="refresh"``
+  (default): a newer item about the same subject replaces the older one, and a full L2
+  takes an item at least as important as its minimum, evicting the oldest of the least
+  important. ``l2_policy="seed"``: the literal rule of docs/design.md, 'Memory tiers and
+  scopes' (enter above ``l2_threshold`` while not full; once full only by beating the
+  minimum).
+- L3: summaries (summarizer service, or a deterministic extractive summary that keeps
+  the lines carrying facts) of the items evicted from L1; the ``l3_size`` most recent
+  are kept. A summary keeps the id of its item, whose full text stays in the index.
+- L4: every item ever added, split into fact-sized units (`ctxpolicy.recall.units`) and
+  indexed at once in a `SQLiteRecallIndex` (SQLite FTS5, bm25) owned by the memory;
+  never trimmed. `search` ranks over it (fused with a user-supplied ``vector_store``
+  by reciprocal rank when given). With a LangGraph `BaseStore`, every summary (with the
+  full text) is written through, so L3/L4 survive the process (`TieredMemory.from_store`).
 
 Reads cost what they return: `get_l1` walks ``limit`` items, `get_l2` sorts at most
-``l2_size`` items, `search` is the vector store's business.
+``l2_size`` items, `search` is one bm25 query over the index.
 """
 
 from __future__ import annotations
@@ -21,21 +27,27 @@ import hashlib
 import heapq
 import itertools
 import json
+import re
 import threading
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast, get_args
 
 from ctxpolicy.memory.items import (
     ITEM_KINDS,
+    MemoryHit,
     MemoryItem,
     check_importance,
     check_kind,
     new_item_id,
     score_importance,
 )
-from ctxpolicy.memory.summaries import check_summarizer, summarize_item
+from ctxpolicy.memory.summaries import (
+    EXTRACTIVE_MAX_TOKENS,
+    check_summarizer,
+    summarize_item,
+)
 
 if TYPE_CHECKING:
     from langchain_core.documents import Document
@@ -44,10 +56,24 @@ if TYPE_CHECKING:
     from langgraph.store.base import BaseStore
 
     from ctxpolicy.memory.items import ItemKind
+    from ctxpolicy.recall.index import RecallHit, RecallIndex
 
-DATA_FORMAT = "ctxpolicy.memory/1"
+DATA_FORMAT = "ctxpolicy.memory/2"
+_OLD_FORMATS = ("ctxpolicy.memory/1",)
 DEFAULT_NAMESPACE: tuple[str, ...] = ("ctxpolicy", "memory")
 _STORE_PAGE = 500
+#: Rank constant of reciprocal rank fusion (bm25 with a user-supplied vector store).
+_RRF_K = 60
+#: Search hits ranked per query before the final choice (at least; 1.5 x limit if more).
+_POOL = 200
+#: At most this many newer statements about the same subject are put before an older hit.
+_NEWER_PER_HIT = 2
+
+L2Policy = Literal["refresh", "seed"]
+"""How L2 takes items: ``refresh`` (default) or the literal ``seed`` rule (docs/design.md)."""
+L2_POLICIES: tuple[str, ...] = get_args(L2Policy)
+MEMORY_HIT_TIERS = ("l1", "l2", "l3", "l4")
+_SPACES = re.compile(r"\s+")
 
 
 def _check_size(value: Any, name: str) -> int:
@@ -73,6 +99,13 @@ def _check_namespace(namespace: Any) -> tuple[str, ...]:
             f"got {namespace!r}"
         )
     return namespace
+
+
+def _check_l2_policy(value: Any) -> L2Policy:
+    if value not in L2_POLICIES:
+        raise ValueError(f"l2_policy must be one of {', '.join(L2_POLICIES)}; got {value!r}")
+    found: L2Policy = value
+    return found
 
 
 def item_to_document_metadata(item: MemoryItem) -> dict[str, Any]:
@@ -117,6 +150,30 @@ def item_from_document(doc: Document) -> MemoryItem:
     )
 
 
+def item_subjects(item: MemoryItem) -> frozenset[str]:
+    """What ``item`` states something about, for the L2 refresh rule.
+
+    ``metadata["subject"]`` (a string) or ``subject:<name>`` tags when given; else the
+    subjects of its ``X is Y`` statements (`ctxpolicy.memory.facts.subject_keys`). Keys are
+    sorted, space-joined lower-case words, so ``"Deploy region"`` given as metadata and
+    ``"the deploy region is eu-west-3"`` said in text meet.
+    """
+    from ctxpolicy.memory.facts import subject_keys
+    from ctxpolicy.memory.messages import analysis_text
+
+    given = [item.metadata.get("subject")]
+    given += [tag[len("subject:") :] for tag in item.tags if tag.startswith("subject:")]
+    named = {_subject_name(g) for g in given if isinstance(g, str) and g.strip()}
+    named.discard("")
+    if named:
+        return frozenset(named)
+    return subject_keys(analysis_text(item.content, item.metadata))
+
+
+def _subject_name(text: str) -> str:
+    return " ".join(sorted(set(re.findall(r"\w+", text.lower()))))
+
+
 _F = TypeVar("_F", bound=Callable[..., Any])
 
 
@@ -132,25 +189,33 @@ def _locked(method: _F) -> _F:
 
 
 class TieredMemory:
-    """Seed 004's tiered memory (L1 recent, L2 important, L3 summaries, L4 semantic).
+    """Tiered memory (L1 recent, L2 important, L3 summaries, L4 searchable).
 
     Args:
         l1_size: Capacity of the L1 ring buffer.
         l2_size: Capacity of the L2 working set.
         l3_size: Number of L3 summaries kept in memory.
         summarizer: L3 summarizer: a ``BaseChatModel`` or a callable ``(text) -> str``;
-            None uses a deterministic extractive summary.
-        vector_store: L4 index (any langchain-core ``VectorStore``); None uses the offline
-            `LocalVectorStore` over `HashingEmbeddings`.
-        store: A LangGraph ``BaseStore`` that every L3 summary is written through to.
-        namespace: Store namespace of this memory (one per session/agent).
-        l2_threshold: Importance an item must exceed to enter a non-full L2.
+            None uses a deterministic extractive summary of ``summary_tokens``.
+        vector_store: An optional dense L4 ranking (any langchain-core ``VectorStore``,
+            e.g. `ctxpolicy.memory.vectors.LocalVectorStore`): summaries are added to it
+            and its results are fused with the bm25 ranking. None: bm25 only.
+        store: A LangGraph ``BaseStore`` that every L3 summary (with its item's full text)
+            is written through to.
+        namespace: Store namespace of this memory (one per session/agent); also its
+            thread in the search index.
+        l2_threshold: Importance an item must exceed to enter L2.
         auto_promote: Run `promote` after every `add` (else call it yourself, e.g. once per
-            step, to batch summarizer calls).
+            step, to batch summarizer calls). Indexing for `search` happens at `add` either way.
+        l2_policy: ``refresh`` (default) or ``seed`` (see the module docstring).
+        summary_tokens: Budget of the extractive L3 summary (estimated tokens).
+        index: The search index (any `ctxpolicy.recall.index.RecallIndex`); None creates an
+            in-memory `SQLiteRecallIndex` owned by this memory.
 
     Raises:
         ValueError: a size is not an integer >= 1, ``l2_threshold`` is not in [0, 1],
-            ``namespace`` is malformed or ``summarizer`` is not usable (the message names it).
+            ``namespace``/``l2_policy`` is malformed or ``summarizer`` is not usable (the
+            message names it).
     """
 
     def __init__(
@@ -165,31 +230,43 @@ class TieredMemory:
         namespace: tuple[str, ...] = DEFAULT_NAMESPACE,
         l2_threshold: float = 0.6,
         auto_promote: bool = True,
+        l2_policy: L2Policy = "refresh",
+        summary_tokens: int = EXTRACTIVE_MAX_TOKENS,
+        index: RecallIndex | None = None,
     ) -> None:
         self._l1_size = _check_size(l1_size, "l1_size")
         self._l2_size = _check_size(l2_size, "l2_size")
         self._l3_size = _check_size(l3_size, "l3_size")
         self._l2_threshold = check_importance(l2_threshold, name="l2_threshold")
+        self._l2_policy = _check_l2_policy(l2_policy)
+        self._summary_tokens = _check_size(summary_tokens, "summary_tokens")
         check_summarizer(summarizer)
         self._summarizer = summarizer
         self._namespace = _check_namespace(namespace)
+        self._thread = "memory:" + ".".join(self._namespace)
         self._store = store
         self._auto_promote = bool(auto_promote)
-        if vector_store is None:
-            from ctxpolicy.memory.vectors import default_vector_store
+        self._vectors = vector_store
+        if index is None:
+            from ctxpolicy.recall.sqlite import SQLiteRecallIndex
 
-            self._vectors: VectorStore = default_vector_store()
-            self._own_vectors = True
+            index = SQLiteRecallIndex(":memory:")
+            self._owns_index = True
         else:
-            self._vectors = vector_store
-            self._own_vectors = False
+            self._owns_index = False
+        self._index: RecallIndex = index
         self._seq = 0
         self._l1: deque[MemoryItem] = deque()
         self._l2: dict[str, MemoryItem] = {}
         self._l2_heap: list[tuple[float, int, str]] = []
+        self._l2_keys: dict[str, frozenset[str]] = {}
+        self._l2_by_subject: dict[str, set[str]] = {}
         self._l3: deque[MemoryItem] = deque(maxlen=self._l3_size)
         self._unoffered: deque[MemoryItem] = deque()
         self._pending: deque[MemoryItem] = deque()
+        # every item ever added (full text), by seq; the newest seq of each id
+        self._archive: dict[int, MemoryItem] = {}
+        self._latest: dict[str, int] = {}
         self._l4_count = 0
         self._lock = threading.RLock()
 
@@ -211,14 +288,24 @@ class TieredMemory:
         return self._l3_size
 
     @property
+    def l2_policy(self) -> L2Policy:
+        """How L2 takes items (``refresh`` or ``seed``)."""
+        return self._l2_policy
+
+    @property
     def namespace(self) -> tuple[str, ...]:
         """Store namespace of this memory."""
         return self._namespace
 
     @property
-    def vector_store(self) -> VectorStore:
-        """The L4 index."""
+    def vector_store(self) -> VectorStore | None:
+        """The optional dense L4 ranking (None: bm25 only)."""
         return self._vectors
+
+    @property
+    def index(self) -> RecallIndex:
+        """The full-text search index of every item (L4)."""
+        return self._index
 
     @property
     def total_added(self) -> int:
@@ -227,12 +314,15 @@ class TieredMemory:
 
     @_locked
     def stats(self) -> dict[str, int]:
-        """Item counts per tier (``l4`` counts what this process indexed)."""
+        """Item counts per tier: ``l4`` counts the items that left L1 (summarized and
+        searchable beyond L1), ``indexed`` every item in the index, ``pending`` the
+        promotions not run yet."""
         return {
             "l1": len(self._l1),
             "l2": len(self._l2),
             "l3": len(self._l3),
             "l4": self._l4_count,
+            "indexed": len(self._archive),
             "pending": len(self._pending) + len(self._unoffered),
         }
 
@@ -249,16 +339,19 @@ class TieredMemory:
         kind: ItemKind | None = None,
         item_id: str | None = None,
     ) -> MemoryItem:
-        """Remember ``content`` (into L1; promotion follows unless ``auto_promote=False``).
+        """Remember ``content``: into L1 and the search index at once; promotion follows
+        unless ``auto_promote=False``.
 
         Args:
             content: The text (non-empty).
-            importance: Score in [0, 1]; None derives it from ``kind``/``metadata``
-                (`score_importance`: user 0.9, failed tool 0.8, successful tool 0.7, 0.5).
-            tags: Free labels.
-            metadata: JSON-like extra data.
+            importance: Score in [0, 1]; None derives it from ``kind``/``metadata`` and the
+                text (`score_importance`).
+            tags: Free labels (``subject:<name>`` names the item's subject for L2).
+            metadata: JSON-like extra data (``subject`` names the item's subject for L2).
             kind: What the item records (``user``, ``tool_failure``, ``tool_success``, ...).
-            item_id: Stable id (e.g. the same item distributed to several sessions).
+            item_id: Stable id (e.g. the same item distributed to several sessions). Adding
+                an id again stores a newer version (it replaces the older one in L2 and
+                in search results).
 
         Returns:
             The stored item.
@@ -275,11 +368,16 @@ class TieredMemory:
         if item_id is not None and (not isinstance(item_id, str) or not item_id):
             raise ValueError(f"item_id must be a non-empty string, got {item_id!r}")
         checked_kind = check_kind(kind)
-        score = (
-            score_importance(kind=checked_kind, metadata=metadata)
-            if importance is None
-            else check_importance(importance)
-        )
+        if importance is None:
+            from ctxpolicy.memory.messages import analysis_text
+
+            score = score_importance(
+                kind=checked_kind,
+                metadata=metadata,
+                content=analysis_text(content, metadata),
+            )
+        else:
+            score = check_importance(importance)
         item = MemoryItem(
             id=item_id or new_item_id(),
             content=content,
@@ -289,7 +387,10 @@ class TieredMemory:
             tags=tuple(tags),
             metadata=dict(metadata or {}),
         )
+        self._index_items([item])
         self._seq += 1
+        self._archive[item.seq] = item
+        self._latest[item.id] = item.seq
         self._l1.append(item)
         self._unoffered.append(item)
         if len(self._l1) > self._l1_size:
@@ -298,27 +399,74 @@ class TieredMemory:
             self.promote()
         return item
 
+    @_locked
     def add_message(
         self, message: BaseMessage, *, importance: float | None = None
     ) -> MemoryItem | None:
-        """Remember a LangChain message (kind and importance from its type).
+        """Remember a LangChain message once (kind and importance from its type and text).
+
+        The item id is the message's ``id`` (an id-less message gets a digest of its type,
+        text and tool call id). Adding a message whose id the memory already holds is a
+        no-op that returns the stored item, also after `from_data`, so a node may record
+        every message of its turn and a resumed run adds nothing twice.
 
         Returns:
             The stored item, or None when the message has no text and no tool calls.
         """
-        from ctxpolicy.memory.messages import describe_message
+        from ctxpolicy.memory.messages import describe_message, message_key
 
         content, kind, metadata = describe_message(message)
+        key = message_key(message)
+        known = self._latest.get(key)
+        if known is not None:
+            return self._archive[known]
         if not content.strip():
             return None
-        return self.add(content, importance=importance, kind=kind, metadata=metadata)
+        return self.add(content, importance=importance, kind=kind, metadata=metadata, item_id=key)
+
+    @_locked
+    def record(self, messages: Iterable[BaseMessage]) -> list[MemoryItem]:
+        """Add each message not recorded yet (see `add_message`), in order.
+
+        Returns:
+            The items this call added (messages already known or without text are left out).
+        """
+        from ctxpolicy.memory.messages import message_key
+
+        added: list[MemoryItem] = []
+        for message in messages:
+            if message_key(message) in self._latest:
+                continue
+            item = self.add_message(message)
+            if item is not None:
+                added.append(item)
+        return added
+
+    def close(self) -> None:
+        """Close the search index if this memory created it (a given ``index`` stays open)."""
+        with self._lock:
+            if self._owns_index:
+                self._index.close()
+
+    def has(self, item_id: str) -> bool:
+        """Whether an item (or message) with this id was ever added."""
+        with self._lock:
+            return item_id in self._latest
+
+    @_locked
+    def original(self, item_id: str) -> MemoryItem | None:
+        """The newest stored version of an item with its full text (an L3 summary or a
+        search hit points at it by id), or None for an unknown id."""
+        seq = self._latest.get(item_id)
+        return None if seq is None else self._archive.get(seq)
 
     @_locked
     def promote(self) -> int:
-        """Run the L1→L2→L3→L4 promotions that are due.
+        """Run the L1→L2→L3 promotions that are due.
 
-        New items are offered to L2 (seed rule); items evicted from L1 are summarized into
-        L3, indexed in L4 and written through to the store.
+        New items are offered to L2 (`l2_policy`); items evicted from L1 are summarized
+        into L3, added to the optional vector store and written through to the store.
+        (Every item is in the search index from the moment it is added.)
 
         Returns:
             How many promotions happened (L2 entries plus summaries).
@@ -326,44 +474,115 @@ class TieredMemory:
         moved = 0
         while self._unoffered:
             moved += self._offer_l2(self._unoffered.popleft())
-        summaries: list[MemoryItem] = []
+        done: list[tuple[MemoryItem, MemoryItem]] = []
         while self._pending:
             item = self._pending.popleft()
-            summary = replace(item, content=summarize_item(item, self._summarizer) or item.content)
+            text = summarize_item(item, self._summarizer, max_tokens=self._summary_tokens)
+            summary = replace(item, content=text or item.content)
             self._l3.append(summary)
-            summaries.append(summary)
-        if summaries:
-            self._index(summaries)
-            moved += len(summaries)
+            done.append((item, summary))
+        if done:
+            self._archive_out(done)
+            moved += len(done)
         return moved
+
+    # ------------------------------------------------------------------ L2
+
+    def _l2_remove(self, item_id: str) -> None:
+        del self._l2[item_id]
+        self._l2_heap = [entry for entry in self._l2_heap if entry[2] != item_id]
+        heapq.heapify(self._l2_heap)
+        for key in self._l2_keys.pop(item_id, frozenset()):
+            ids = self._l2_by_subject.get(key)
+            if ids is not None:
+                ids.discard(item_id)
+                if not ids:
+                    del self._l2_by_subject[key]
+
+    def _l2_insert(self, item: MemoryItem, keys: frozenset[str]) -> None:
+        self._l2[item.id] = item
+        heapq.heappush(self._l2_heap, (item.importance, item.seq, item.id))
+        if keys:
+            self._l2_keys[item.id] = keys
+            for key in keys:
+                self._l2_by_subject.setdefault(key, set()).add(item.id)
 
     def _offer_l2(self, item: MemoryItem) -> int:
         if item.id in self._l2:  # the same id added again: it competes as the newer copy
-            del self._l2[item.id]
-            self._l2_heap = [entry for entry in self._l2_heap if entry[2] != item.id]
-            heapq.heapify(self._l2_heap)
+            self._l2_remove(item.id)
+        if self._l2_policy == "seed":
+            return self._offer_l2_seed(item)
+        keys = item_subjects(item)
+        same = {i for key in keys for i in self._l2_by_subject.get(key, ())}
+        if same:  # a newer statement about the same subject supersedes the older ones
+            inherited = max(self._l2[i].importance for i in same)
+            for old in same:
+                self._l2_remove(old)
+            if inherited > item.importance:
+                item = replace(item, importance=inherited)
+            self._l2_insert(item, keys)
+            return 1
+        if item.importance <= self._l2_threshold:
+            return 0
+        if len(self._l2) >= self._l2_size:
+            if item.importance < self._l2_heap[0][0]:
+                return 0
+            _, _, evicted = self._l2_heap[0]  # least important, oldest among equals
+            self._l2_remove(evicted)
+        self._l2_insert(item, keys)
+        return 1
+
+    def _offer_l2_seed(self, item: MemoryItem) -> int:
+        """The L2 rule of docs/design.md, literally: above the threshold while not full;
+        once full, only by beating the minimum, which is evicted."""
         if len(self._l2) < self._l2_size:
             if item.importance <= self._l2_threshold:
                 return 0
         elif item.importance > self._l2_heap[0][0]:
-            _, _, evicted = heapq.heappop(self._l2_heap)
-            del self._l2[evicted]
+            _, _, evicted = self._l2_heap[0]
+            self._l2_remove(evicted)
         else:
             return 0
-        self._l2[item.id] = item
-        heapq.heappush(self._l2_heap, (item.importance, item.seq, item.id))
+        self._l2_insert(item, frozenset())
         return 1
 
-    def _index(self, summaries: Sequence[MemoryItem]) -> None:
-        self._vectors.add_texts(
-            [s.content for s in summaries],
-            metadatas=[item_to_document_metadata(s) for s in summaries],
-            ids=[s.id for s in summaries],
-        )
-        self._l4_count += len(summaries)
+    # ------------------------------------------------------------------ L3/L4
+
+    def _index_key(self, item: MemoryItem) -> str:
+        return f"{item.seq}:{item.id}"
+
+    def _index_items(self, items: Sequence[MemoryItem]) -> None:
+        """Split ``items`` into units and add them to the search index (one transaction)."""
+        from ctxpolicy.recall.units import split_text
+
+        entries = []
+        for item in items:
+            key = self._index_key(item)
+            tool = item.metadata.get("tool")
+            units = split_text(
+                item.content,
+                message_id=key,
+                position=item.seq,
+                role=item.kind or "memory",
+                tool=tool if isinstance(tool, str) else None,
+            )
+            entries.append((item.seq, key, units))
+        self._index.add_messages(self._thread, entries)
+
+    def _archive_out(self, done: Sequence[tuple[MemoryItem, MemoryItem]]) -> None:
+        """Bookkeeping for items that left L1: vector store and write-through."""
+        summaries = [summary for _, summary in done]
+        if self._vectors is not None:
+            self._vectors.add_texts(
+                [s.content for s in summaries],
+                metadatas=[item_to_document_metadata(s) for s in summaries],
+                ids=[s.id for s in summaries],
+            )
+        self._l4_count += len(done)
         if self._store is not None:
-            for summary in summaries:
-                self._store.put((*self._namespace, "summaries"), summary.id, summary.to_data())
+            for item, summary in done:
+                value = {**summary.to_data(), "full_content": item.content}
+                self._store.put((*self._namespace, "summaries"), summary.id, value)
 
     # ------------------------------------------------------------------ reading
 
@@ -400,20 +619,132 @@ class TieredMemory:
         recent.reverse()
         return recent
 
+    def _tier_of(self, item: MemoryItem, l1: set[int], l3: set[int]) -> str:
+        if item.seq in l1:
+            return "l1"
+        held = self._l2.get(item.id)
+        if held is not None and held.seq == item.seq:
+            return "l2"
+        return "l3" if item.seq in l3 else "l4"
+
     @_locked
-    def search(self, query: str, limit: int = 5) -> list[MemoryItem]:
-        """The ``limit`` L4 summaries most relevant to ``query`` (best first).
+    def search(
+        self, query: str, limit: int = 5, *, tiers: Collection[str] | None = None
+    ) -> list[MemoryHit]:
+        """The ``limit`` units of memory most relevant to ``query``, best first.
+
+        bm25 over every item ever added (SQLite FTS5; a line of a long tool output is its
+        own unit), fused with the optional ``vector_store`` by reciprocal rank. **Newer
+        statements win**: a hit is returned only right after the newer statements that
+        match the same query terms (at most two: answers holding a value first, then
+        corrections, then the newest), and is left out when they do not fit ``limit``, so
+        a corrected fact is never returned alone. Versions of an item id that was added
+        again later are left out.
+
+        Args:
+            query: The text to search for.
+            limit: Most hits returned.
+            tiers: Only hits whose item is now in these tiers (``l1``, ``l2``, ``l3``,
+                ``l4``); None for all. The newer statements that come with a hit come
+                whatever their tier.
+
+        Returns:
+            `MemoryHit` items: ``content`` is the unit's text (the whole item when it is
+            one unit), ``id`` the item's id, ``tier`` where the item is now.
 
         Raises:
             TypeError: ``query`` is not a string.
-            ValueError: ``limit`` is not an integer >= 1.
+            ValueError: ``limit`` is not an integer >= 1, or an unknown tier.
         """
         if not isinstance(query, str):
             raise TypeError(f"query must be a string, got {query!r}")
         count = _check_limit(limit)
+        wanted = None if tiers is None else frozenset(tiers)
+        if wanted is not None and not wanted <= set(MEMORY_HIT_TIERS):
+            raise ValueError(f"tiers must be among {', '.join(MEMORY_HIT_TIERS)}; got {tiers!r}")
         if not query.strip():
             return []
-        return [item_from_document(doc) for doc in self._vectors.similarity_search(query, k=count)]
+        from ctxpolicy.recall.index import query_terms
+
+        terms = query_terms(query)
+        pool = max(count * 3 // 2, _POOL) + (len(self._l1) if wanted is not None else 0)
+        lexical = self._index.search(self._thread, terms, limit=pool) if terms else []
+        hits = self._lexical_hits(lexical, terms)
+        if self._vectors is not None:
+            hits = self._fuse_dense(hits, query, pool)
+        primary = None if wanted is None else [h.tier in wanted for h in hits]
+        return _newer_first(hits, terms, count, primary=primary)
+
+    def _lexical_hits(self, found: Sequence[RecallHit], terms: Sequence[str]) -> list[MemoryHit]:
+        """bm25 hits as `MemoryHit` items, re-ranked: by the share of the query's terms a
+        unit contains (the index ranks only the rarer terms of a query whose common terms
+        match too many units: x(0.5 + share)); a unit stating something that holds a value
+        (``X is 5``, ``key = value``) is likelier an answer (x1.3), a question is not one
+        (x0.6), a correction is (x1.2); by the item's importance (x(0.8 + 0.4 importance))."""
+        l1 = {i.seq for i in self._l1}
+        l3 = {i.seq for i in self._l3}
+        hits: list[MemoryHit] = []
+        for hit in found:
+            unit = hit.unit
+            item = self._archive.get(unit.position)
+            if item is None or self._latest.get(item.id) != item.seq:
+                continue
+            whole = unit.part == 0 and unit.text == item.content.strip()
+            analysed = unit.text
+            if unit.part == 0:
+                from ctxpolicy.memory.messages import analysis_text
+
+                analysed = analysis_text(unit.text, item.metadata)
+            _, answer, correction, question = unit_signals(analysed)
+            weight = 0.6 if question else 1.3 if answer else 1.0
+            if correction:
+                weight *= 1.2
+            weight *= 0.8 + 0.4 * item.importance
+            if terms:
+                weight *= 0.5 + len(_matched_terms(unit.text, terms)) / len(terms)
+            hits.append(
+                MemoryHit(
+                    id=item.id,
+                    content=unit.text,
+                    importance=item.importance,
+                    seq=item.seq,
+                    kind=item.kind,
+                    tags=item.tags,
+                    metadata=item.metadata,
+                    tier=self._tier_of(item, l1, l3),
+                    score=hit.score * weight,
+                    part=unit.part,
+                    whole=whole,
+                )
+            )
+        hits.sort(key=lambda h: -h.score)
+        return hits
+
+    def _fuse_dense(self, lexical: list[MemoryHit], query: str, pool: int) -> list[MemoryHit]:
+        """Reciprocal rank fusion of the bm25 hits and the vector store's results."""
+        assert self._vectors is not None
+        docs = self._vectors.similarity_search(query, k=pool)
+        scores: dict[str, float] = {}
+        by_key: dict[str, MemoryHit] = {}
+        best_of_seq: dict[int, str] = {}
+        for rank, hit in enumerate(lexical):
+            scores[hit.key] = scores.get(hit.key, 0.0) + 1.0 / (_RRF_K + rank + 1)
+            by_key.setdefault(hit.key, hit)
+            best_of_seq.setdefault(hit.seq, hit.key)
+        for rank, doc in enumerate(docs):
+            found = item_from_document(doc)
+            latest = self._latest.get(found.id)
+            if latest is not None and latest != found.seq and found.seq >= 0:
+                continue  # a version superseded by a later add of the same id
+            key = best_of_seq.get(found.seq) if found.seq >= 0 else None
+            if key is None:
+                key = f"dense:{found.id}"
+                item = self._archive.get(found.seq) if found.seq >= 0 else None
+                base = replace(item, content=found.content) if item is not None else found
+                by_key.setdefault(key, MemoryHit(**_fields(base), whole=True))
+            scores[key] = scores.get(key, 0.0) + 1.0 / (_RRF_K + rank + 1)
+        order = sorted(scores, key=lambda k: -scores[k])
+        return [replace(by_key[k], score=scores[k]) for k in order]
 
     # ------------------------------------------------------------------ plain data
 
@@ -421,31 +752,25 @@ class TieredMemory:
     def to_data(self) -> dict[str, Any]:
         """Plain data (JSON-compatible when item metadata is) that `from_data` restores.
 
-        L4 is included only for the built-in offline index; an external vector store is
-        assumed to persist itself.
+        Holds every item ever added (full text, ``archive``), so the search index is
+        rebuilt on load. An external ``vector_store`` is assumed to persist itself.
         """
-        l4: list[dict[str, Any]] | None = None
-        if self._own_vectors:
-            from ctxpolicy.memory.vectors import LocalVectorStore
-
-            if isinstance(self._vectors, LocalVectorStore):
-                l4 = [
-                    {"id": doc.id, "content": doc.page_content, "metadata": dict(doc.metadata)}
-                    for doc in self._vectors.all_documents()
-                ]
+        live = {i.seq for i in itertools.chain(self._l1, self._pending)}
         return {
             "format": DATA_FORMAT,
             "l1_size": self._l1_size,
             "l2_size": self._l2_size,
             "l3_size": self._l3_size,
             "l2_threshold": self._l2_threshold,
+            "l2_policy": self._l2_policy,
+            "summary_tokens": self._summary_tokens,
             "seq": self._seq,
             "l1": [i.to_data() for i in self._l1],
             "l2": [i.to_data() for i in self._l2.values()],
             "l3": [i.to_data() for i in self._l3],
             "pending": [i.to_data() for i in self._pending],
             "unoffered": [i.id for i in self._unoffered],
-            "l4": l4,
+            "archive": [i.to_data() for s, i in self._archive.items() if s not in live],
             "l4_count": self._l4_count,
         }
 
@@ -459,13 +784,18 @@ class TieredMemory:
         store: BaseStore | None = None,
         namespace: tuple[str, ...] = DEFAULT_NAMESPACE,
         auto_promote: bool = True,
+        index: RecallIndex | None = None,
     ) -> TieredMemory:
-        """Rebuild a memory from `to_data` output.
+        """Rebuild a memory from `to_data` output (the search index is rebuilt from it).
+
+        Data of the previous format (``ctxpolicy.memory/1``) loads too: its L4 summaries
+        become the searchable archive.
 
         Raises:
             ValueError: ``data`` is not memory data of this format (the message says why).
         """
-        if not isinstance(data, Mapping) or data.get("format") != DATA_FORMAT:
+        fmt = data.get("format") if isinstance(data, Mapping) else None
+        if fmt != DATA_FORMAT and fmt not in _OLD_FORMATS:
             raise ValueError(f"data must be TieredMemory.to_data() output ({DATA_FORMAT!r})")
         memory = cls(
             data.get("l1_size"),  # type: ignore[arg-type]  # validated by __init__
@@ -477,6 +807,9 @@ class TieredMemory:
             namespace=namespace,
             l2_threshold=data.get("l2_threshold", 0.6),
             auto_promote=auto_promote,
+            l2_policy=data.get("l2_policy", "refresh"),
+            summary_tokens=data.get("summary_tokens", EXTRACTIVE_MAX_TOKENS),
+            index=index,
         )
 
         def items(key: str) -> list[MemoryItem]:
@@ -490,24 +823,24 @@ class TieredMemory:
             raise ValueError(f"memory data field 'seq' must be an integer >= 0, got {seq!r}")
         memory._seq = seq
         memory._l1.extend(items("l1"))
-        for item in items("l2"):
-            memory._l2[item.id] = item
-            memory._l2_heap.append((item.importance, item.seq, item.id))
-        heapq.heapify(memory._l2_heap)
         memory._l3.extend(items("l3"))
         memory._pending.extend(items("pending"))
+        archived = items("archive") if fmt == DATA_FORMAT else _old_l4_items(data.get("l4"))
+        everything = sorted(
+            itertools.chain(archived, memory._l1, memory._pending), key=lambda i: i.seq
+        )
+        for item in everything:
+            memory._archive[item.seq] = item
+            memory._latest[item.id] = item.seq
+        memory._index_items(everything)
+        for item in sorted(items("l2"), key=lambda i: i.seq):
+            keys = item_subjects(item) if memory._l2_policy == "refresh" else frozenset()
+            memory._l2_insert(item, keys)
         by_id = {i.id: i for i in itertools.chain(memory._pending, memory._l1)}
         unoffered = data.get("unoffered", [])
         if not isinstance(unoffered, list) or any(i not in by_id for i in unoffered):
             raise ValueError("memory data field 'unoffered' must list ids of L1/pending items")
         memory._unoffered.extend(by_id[i] for i in unoffered)
-        l4 = data.get("l4")
-        if l4 and vector_store is None:
-            memory._vectors.add_texts(
-                [doc["content"] for doc in l4],
-                metadatas=[dict(doc["metadata"]) for doc in l4],
-                ids=[doc["id"] for doc in l4],
-            )
         count = data.get("l4_count", 0)
         memory._l4_count = count if isinstance(count, int) else 0
         return memory
@@ -527,13 +860,15 @@ class TieredMemory:
         vector_store: VectorStore | None = None,
         reindex: bool | None = None,
         auto_promote: bool = True,
+        l2_policy: L2Policy = "refresh",
+        index: RecallIndex | None = None,
     ) -> TieredMemory:
         """A memory whose L3/L4 are restored from ``store`` (L1/L2 start empty).
 
-        L3 gets the ``l3_size`` most recent stored summaries; L4 is re-indexed from every
-        stored summary unless an external ``vector_store`` is given (it persists itself;
-        pass ``reindex=True`` to index into it anyway). New summaries keep being written
-        through to ``store``.
+        L3 gets the ``l3_size`` most recent stored summaries; the search index is rebuilt
+        from the full text of every stored item. An external ``vector_store`` persists
+        itself (pass ``reindex=True`` to add the stored summaries to it anyway). New
+        summaries keep being written through to ``store``.
         """
         memory = cls(
             l1_size,
@@ -544,30 +879,159 @@ class TieredMemory:
             store=store,
             namespace=namespace,
             auto_promote=auto_promote,
+            l2_policy=l2_policy,
+            index=index,
         )
-        stored = sorted(load_summaries(store, namespace=memory.namespace), key=lambda i: i.seq)
-        memory._l3.extend(stored[-memory.l3_size :])
+        stored = sorted(load_stored(store, namespace=memory.namespace), key=lambda p: p[0].seq)
+        memory._l3.extend(summary for summary, _ in stored[-memory.l3_size :])
         if stored:
-            memory._seq = stored[-1].seq + 1
-        if reindex if reindex is not None else vector_store is None:
+            memory._seq = stored[-1][0].seq + 1
+        for _, full in stored:
+            memory._archive[full.seq] = full
+            memory._latest[full.id] = full.seq
+        for start in range(0, len(stored), _STORE_PAGE):
+            memory._index_items([full for _, full in stored[start : start + _STORE_PAGE]])
+        memory._l4_count = len(stored)
+        if vector_store is not None and reindex:
             for start in range(0, len(stored), _STORE_PAGE):
-                chunk = stored[start : start + _STORE_PAGE]
-                memory._vectors.add_texts(
+                chunk = [summary for summary, _ in stored[start : start + _STORE_PAGE]]
+                vector_store.add_texts(
                     [s.content for s in chunk],
                     metadatas=[item_to_document_metadata(s) for s in chunk],
                     ids=[s.id for s in chunk],
                 )
-            memory._l4_count = len(stored)
         return memory
+
+
+def _fields(item: MemoryItem) -> dict[str, Any]:
+    return {
+        "id": item.id,
+        "content": item.content,
+        "importance": item.importance,
+        "seq": item.seq,
+        "kind": item.kind,
+        "tags": item.tags,
+        "metadata": item.metadata,
+    }
+
+
+def _old_l4_items(raw: Any) -> list[MemoryItem]:
+    """The items of format-1 data's L4 documents (their summaries)."""
+    from langchain_core.documents import Document
+
+    if raw is None:
+        return []
+    if not isinstance(raw, list):
+        raise ValueError("memory data field 'l4' must be a list")  # noqa: TRY004
+    return [
+        item_from_document(Document(page_content=d["content"], metadata=d["metadata"], id=d["id"]))
+        for d in raw
+    ]
+
+
+@functools.lru_cache(maxsize=65_536)
+def _matched_terms_cached(text: str, terms: tuple[str, ...]) -> frozenset[str]:
+    words = set(_WORDS.findall(text.lower()))
+    return frozenset(
+        t for t in terms if t in words or f"{t}s" in words or (t.endswith("s") and t[:-1] in words)
+    )
+
+
+@functools.lru_cache(maxsize=65_536)
+def unit_signals(text: str) -> tuple[bool, bool, bool, bool]:
+    """``(statement or correction, statement holding a value, correction, question)`` of a
+    unit's text (cached)."""
+    from ctxpolicy.memory.facts import has_value, is_correction, is_question, is_statement
+
+    flat = _SPACES.sub(" ", text).strip()
+    if is_question(flat):
+        return False, False, False, True
+    statement = is_statement(flat)
+    correction = is_correction(flat)
+    return statement or correction, statement and has_value(flat), correction, False
+
+
+def _unit_text(hit: MemoryHit) -> str:
+    """A hit's text for analysis: a tool result's first unit without ``name -> ``."""
+    from ctxpolicy.memory.messages import analysis_text
+
+    return analysis_text(hit.content, hit.metadata) if hit.part == 0 else hit.content
+
+
+_WORDS = re.compile(r"\w+", re.UNICODE)
+
+
+def _matched_terms(text: str, terms: Sequence[str]) -> frozenset[str]:
+    """The query terms a text contains (a plural ``s`` ignored either way; cached)."""
+    return _matched_terms_cached(text, tuple(terms))
+
+
+def _newer_first(
+    hits: list[MemoryHit],
+    terms: Sequence[str],
+    limit: int,
+    *,
+    primary: Sequence[bool] | None = None,
+) -> list[MemoryHit]:
+    """Take ``hits`` (best first) up to ``limit``; each with the newer statements about the
+    same terms put before it, or not at all (see `TieredMemory.search`). Only hits marked
+    ``primary`` (all when None) are taken for themselves."""
+    subjects = [_matched_terms(h.content, terms) for h in hits]
+    signals = [unit_signals(_unit_text(h)) for h in hits]
+    # answers (holding a value) first, corrections first among them, then the newest
+    preferred = sorted(
+        (j for j, signal in enumerate(signals) if signal[0]),
+        key=lambda j: (signals[j][1], signals[j][2], hits[j].seq, hits[j].part),
+        reverse=True,
+    )
+    supersets: dict[frozenset[str], list[int]] = {}
+    taken: set[int] = set()
+    out: list[MemoryHit] = []
+    for i, hit in enumerate(hits):
+        if i in taken or (primary is not None and not primary[i]):
+            continue
+        mine = subjects[i]
+        newer: list[int] = []
+        if mine:
+            candidates = supersets.get(mine)
+            if candidates is None:
+                candidates = supersets[mine] = [j for j in preferred if mine <= subjects[j]]
+            position = (hit.seq, hit.part)
+            for j in candidates:
+                if j != i and j not in taken and (hits[j].seq, hits[j].part) > position:
+                    newer.append(j)
+                    if len(newer) >= _NEWER_PER_HIT:
+                        break
+        group = [*newer, i]
+        if len(out) + len(group) > limit:
+            continue
+        out.extend(hits[j] for j in group)
+        taken.update(group)
+        if len(out) >= limit:
+            break
+    return out
 
 
 def load_summaries(store: BaseStore, *, namespace: tuple[str, ...]) -> Iterable[MemoryItem]:
     """Every summary stored under ``namespace`` (paged reads)."""
+    for summary, _ in load_stored(store, namespace=namespace):
+        yield summary
+
+
+def load_stored(
+    store: BaseStore, *, namespace: tuple[str, ...]
+) -> Iterable[tuple[MemoryItem, MemoryItem]]:
+    """``(summary, item with its full text)`` of every item stored under ``namespace``.
+
+    Entries written before the full text was stored give the summary twice.
+    """
     offset = 0
     while True:
         page = store.search((*namespace, "summaries"), limit=_STORE_PAGE, offset=offset)
         for entry in page:
-            yield MemoryItem.from_data(entry.value)
+            summary = MemoryItem.from_data(entry.value)
+            full = entry.value.get("full_content")
+            yield summary, (replace(summary, content=full) if isinstance(full, str) else summary)
         if len(page) < _STORE_PAGE:
             return
         offset += len(page)

@@ -29,6 +29,8 @@ if TYPE_CHECKING:
 
 #: Rank constant of reciprocal rank fusion (the usual value from the RRF paper).
 RRF_K = 60
+#: Memory units get ``seq - MEMORY_POSITION_BASE`` as position: negative, in memory order.
+MEMORY_POSITION_BASE = 1 << 62
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,7 +171,21 @@ class Recaller:
             content = str(getattr(item, "content", item))
             tier = str(getattr(item, "tier", "") or "memory")
             item_id = str(getattr(item, "id", rank))
-            unit = Unit(f"memory:{item_id}", -1, 0, tier, None, 0, 0, content)
+            part = getattr(item, "part", 0)
+            seq = getattr(item, "seq", 0)
+            # a negative position marks a memory unit (no session position); ordered by the
+            # memory's insertion number, so a newer memory item reads after an older one
+            position = (seq if isinstance(seq, int) else 0) - MEMORY_POSITION_BASE
+            unit = Unit(
+                f"memory:{item_id}",
+                position,
+                part if isinstance(part, int) else 0,
+                tier,
+                None,
+                0,
+                0,
+                content,
+            )
             hits.append(RecallHit(unit, 1.0 / (rank + 1), source="memory"))
         return hits
 

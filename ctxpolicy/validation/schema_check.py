@@ -22,6 +22,7 @@ _TYPE_PROPERTY = ["properties", "type"]
 _EXCLUSIVE_PAIRS = {
     ("template", "template_file"): "give either 'template' or 'template_file', not both",
     ("strategy", "tier"): "give either 'strategy' or 'tier', not both",
+    ("shares", "tier"): "give either 'shares' or 'tier', not both",
 }
 
 

@@ -93,7 +93,10 @@ def test_recent_items_win_when_cap_is_tight_and_read_chronologically():
 
 
 def test_cost_does_not_grow_with_history(memory_by_size):
-    """Counting work per call is bounded by tier limits, not by the number of items."""
+    """Counting work per call is bounded by tier sizes and the search pool, not by the
+    number of items."""
+    from ctxpolicy.memory.strategies import MAX_SEARCH_POOL
+
     calls: list[int] = []
 
     def counting(text: str) -> int:
@@ -102,18 +105,67 @@ def test_cost_does_not_grow_with_history(memory_by_size):
 
     per_size = []
     for n in (1_000, 10_000):
+        mem = memory_by_size(n)
         calls.clear()
         collect_memory(
             make_request(
                 {"type": "memory", "strategy": "balanced"},
-                services={"memory": memory_by_size(n)},
+                services={"memory": mem},
                 cap=100_000,
                 count=counting,
                 query="hotel",
             )
         )
         per_size.append(len(calls))
-    assert per_size[0] == per_size[1] <= 5 + 100 + 3 + 2
+        assert len(calls) <= MAX_SEARCH_POOL + mem.l1_size + mem.l2_size + 2
+    for cap in (2_000,):  # a usual cap reads about the same amount at every size
+        counts = []
+        for n in (1_000, 10_000):
+            calls.clear()
+            collect_memory(
+                make_request(
+                    {"type": "memory", "strategy": "balanced"},
+                    services={"memory": memory_by_size(n)},
+                    cap=cap,
+                    count=counting,
+                    query="hotel",
+                )
+            )
+            counts.append(len(calls))
+        assert abs(counts[0] - counts[1]) <= 0.1 * counts[0]
+
+
+def test_shares_key_of_the_policy_is_used(memory_by_size):
+    mem = memory_by_size(100)
+    text = collect_memory(
+        make_request({"type": "memory", "shares": {"l1": 1.0}}, services={"memory": mem}, cap=2_000)
+    )
+    assert text.count("\n") + 1 == mem.l1_size
+    only_search = collect_memory(
+        make_request(
+            {"type": "memory", "shares": {"search": 0.3}},
+            services={"memory": mem},
+            cap=2_000,
+            query="card declined",
+        )
+    )
+    lines = only_search.split("\n")
+    assert lines and all("declined" in line or "card" in line for line in lines)
+
+
+def test_strategy_fills_the_cap_with_relevant_items_first(memory_by_size):
+    mem = memory_by_size(1_000)
+    for cap in (300, 1_500, 3_000):
+        text = collect_memory(
+            make_request(
+                {"type": "memory", "strategy": "balanced"},
+                services={"memory": mem},
+                cap=cap,
+                query="card declined",
+            )
+        )
+        assert 0.8 * cap <= count_cl100k(text) <= cap
+        assert "declined" in text.split("\n")[0]  # search hits are the first group
 
 
 def test_minimal_strategy_gives_no_layer(memory_by_size):

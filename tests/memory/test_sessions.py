@@ -1,4 +1,4 @@
-"""Sessions (seed 002): per-session memory, aggregation, distribution, BaseStore persistence."""
+"""Sessions: per-session memory, aggregation, distribution, BaseStore persistence."""
 
 from __future__ import annotations
 
@@ -63,7 +63,7 @@ def test_distribute_filtered_and_to_named_sessions():
 def test_aggregate_merges_ranks_dedupes_and_trims():
     sessions = MemorySessions(store=False)
     sessions.session("a").add("a: minor detail", importance=0.2)
-    sessions.session("a").add("a: user goal is to ship v2", kind="user")
+    sessions.session("a").add("a: user goal is to ship v2", kind="user", importance=0.9)
     sessions.session("b").add("b: tool failed with 500", kind="tool_failure")
     sessions.distribute("shared: release on Friday", importance=0.95)
     merged = sessions.aggregate(strategy="balanced")
@@ -81,6 +81,23 @@ def test_aggregate_merges_ranks_dedupes_and_trims():
     assert count_cl100k(rendered) <= 20
     assert len(sessions.aggregate(["a"], tier="l1")) == 3  # 2 own + the shared one
     assert len(sessions.aggregate(limit=2)) == 2
+
+
+def test_aggregate_with_a_budget_packs_by_shares_across_sessions():
+    sessions = MemorySessions(store=False)
+    for sid in ("a", "b"):
+        for i in range(40):
+            sessions.session(sid).add(
+                f"{sid}: the queue depth was {i * 7} at step {i}", kind="agent"
+            )
+    packed = sessions.aggregate(
+        strategy="balanced", query="queue depth", max_tokens=400, count_tokens=count_cl100k
+    )
+    text = "\n".join(f"- [{c.item.kind}] {c.item.content}" for c in packed)
+    assert 0.8 * 400 <= count_cl100k(text) <= 400
+    assert {c.item.content[0] for c in packed} == {"a", "b"}  # both sessions contribute
+    only_recent = sessions.aggregate(shares={"l1": 1.0}, max_tokens=400, count_tokens=count_cl100k)
+    assert {c.tier for c in only_recent} == {"l1"}
 
 
 def test_aggregate_errors():
@@ -106,6 +123,23 @@ def test_l3_l4_persist_through_base_store_round_trip():
     # sequence numbers continue after the stored ones; new summaries keep flowing to the store
     assert restored.add("next").seq == 8
     assert TieredMemory.from_store(store, namespace=("other",)).get_l3() == []
+
+
+def test_full_text_survives_the_store_and_a_buried_line_is_found_again():
+    store = InMemoryStore()
+    mem = TieredMemory(2, 2, 3, store=store, namespace=("agent", "s2"))
+    lines = [f"10:00:{i:02d} INFO worker ok batch={i}" for i in range(100)]
+    lines[63] = "10:01:03 INFO worker config: replica count = 7 (rev 12)"
+    mem.add("run_logs -> " + "\n".join(lines), kind="tool_success", item_id="dump")
+    for i in range(5):
+        mem.add(f"later step {i}", importance=0.1)
+    stored = store.get(("agent", "s2", "summaries"), "dump").value
+    assert stored["full_content"].count("\n") == 99 and len(stored["content"]) < 600
+    restored = TieredMemory.from_store(store, namespace=("agent", "s2"))
+    (hit,) = restored.search("replica count", 1)
+    assert hit.id == "dump" and hit.content == lines[63]
+    assert restored.original("dump").content == mem.original("dump").content
+    assert restored.stats()["indexed"] == 6 - 2  # the stored ones (L1 is not stored)
 
 
 def test_sessions_restore_their_l3_l4_from_the_store():

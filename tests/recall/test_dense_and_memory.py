@@ -111,3 +111,25 @@ def test_long_term_memory_hits_are_labelled_with_their_tier(tmp_path, long_sessi
     assert unit.label == "l4"
     text = "\n".join(str(m.content) for m in result.messages)
     assert "[memory l4] the billing team owns orders_v7 since March" in text
+
+
+def test_a_real_tiered_memory_feeds_the_recall_layer_in_memory_order(long_session) -> None:
+    from ctxpolicy.memory import TieredMemory
+
+    memory = TieredMemory(l1_size=5, l2_size=10, l3_size=50)
+    memory.add("The staging DB port of orders-api is 5433.")
+    memory.add("The production DB port of orders-api is 6432.")
+    memory.add("Correction: the production DB port of orders-api is now 7432.")
+    for i in range(30):
+        memory.add(f"batch {i} finished")
+    path = long_session(window=3000, recall="backend: memory\nmemory: ltm", name="tm")
+    engine = PolicyEngine.from_file(path, services={"ltm": memory})
+    state = {"messages": [*filler(5), HumanMessage("production DB port of orders-api?", id="q")]}
+    result = engine.compose(process="react", system_prompt="s", state=state)
+    text = "\n".join(str(m.content) for m in result.messages)
+    assert "7432" in text
+    if "6432" in text:  # an older value only ever reads before the correction
+        assert text.index("6432") < text.index("7432")
+    units = result.report.layer("recall__context").recalled
+    assert all(u.source == "memory" for u in units)
+    assert len({(u.message_id, u.text) for u in units}) == len(units)
