@@ -44,7 +44,7 @@ if TYPE_CHECKING:
     from ctxpolicy.policy import Policy
     from ctxpolicy.recall.recaller import Recaller, RecallRequest, RecallResult
 
-#: The collector type filled after the history is cut (see `PolicyEngine._recall_step`).
+#: The collector type filled after the history is cut (see `PolicyEngine._recall_steps`).
 RECALL = "recall"
 
 #: Summaries made per call at most; later overflow falls back to ``drop_oldest``.
@@ -769,11 +769,14 @@ class PolicyEngine:
             )
         recalled: dict[str, RecallResult] = {}
         if call.recall_layers:
-            for step in self._recall_steps(call, composition):
+            first = composition
+            steps: dict[str, RecallStep] = {}
+            for step in self._recall_steps(call, first, wide=True):
                 outcome = yield step
                 if isinstance(outcome, SkippedCollector):
                     skipped.append(outcome)
                     continue
+                steps[step.layer.name] = step
                 recalled[step.layer.name] = outcome
                 values[step.layer.name] = outcome.text
                 if outcome.text:
@@ -786,6 +789,25 @@ class PolicyEngine:
                 skipped=skipped,
                 request_summary=False,
             )
+            if self._recall_moved(composition, first, steps):
+                # the wide cap was not all there after all: recall within the held caps
+                for step in self._recall_steps(call, first, wide=False):
+                    if step.layer.name not in steps:
+                        continue
+                    outcome = yield step
+                    if isinstance(outcome, SkippedCollector):
+                        skipped.append(outcome)
+                        continue
+                    recalled[step.layer.name] = outcome
+                    values[step.layer.name] = outcome.text
+                composition = self._pass(
+                    call,
+                    history=history,
+                    values=values,
+                    sources=sources,
+                    skipped=skipped,
+                    request_summary=False,
+                )
         return self._result(
             call,
             composition,
@@ -798,11 +820,41 @@ class PolicyEngine:
             recalled=recalled,
         )
 
-    def _recall_steps(self, call: _Call, composition: Composition) -> Iterator[RecallStep]:
+    @staticmethod
+    def _wide_cap(call: _Call, composition: Composition, name: str) -> int | None:
+        """The cap a lone recall layer can take without moving anything else.
+
+        The history is cut newest-first in whole units, so the prompt often has room
+        that nothing uses. With ``redistribute`` and one recall layer, recall may take
+        it: every other layer keeps what the composer gives it first (its demand up to
+        its own cap) or what it uses, whichever is more; recall gets the rest.
+        """
+        if not call.plan.redistribute or len(call.recall_layers) != 1:
+            return None
+        kept = 0
+        for layer in composition.report.layers:
+            if layer.included and layer.name != name:
+                kept += max(min(layer.demand, layer.base_cap or 0), layer.tokens)
+        return call.plan.available_tokens - kept
+
+    @staticmethod
+    def _recall_moved(
+        composition: Composition, first: Composition, steps: Mapping[str, RecallStep]
+    ) -> bool:
+        """Whether a wide recall layer got cut or moved the history's cut."""
+        if len(composition.kept_history) != len(first.kept_history):
+            return True
+        return any(composition.report.layer(name).cuts for name in steps)
+
+    def _recall_steps(
+        self, call: _Call, composition: Composition, *, wide: bool
+    ) -> Iterator[RecallStep]:
         """One `RecallStep` per recall layer, once the history's cut is known.
 
         The recall layers' caps were held for them (``reserved``), so giving them text
         cannot move the history's cut; a unit from a kept message is never recalled.
+        With ``wide`` a lone recall layer asks for the room the others leave
+        (`_wide_cap`).
         """
         from ctxpolicy.recall.recaller import RecallRequest
         from ctxpolicy.tokens import get_tokenizer
@@ -817,6 +869,8 @@ class PolicyEngine:
             report = composition.report.layer(layer.name)
             overhead = tok.count_message(message_factory(layer.role)(""))
             cap = report.cap if report.cap is not None else layer.cap
+            if wide:
+                cap = max(cap, self._wide_cap(call, composition, layer.name) or 0)
             yield RecallStep(
                 layer,
                 RecallRequest(

@@ -447,7 +447,7 @@ class PostgresRecallIndex:
             )
             found = sql.SQL(
                 "SELECT u.message_id, u.position, u.part, u.role, u.tool, u.start_line, "
-                "u.end_line, u.text, u.context, "
+                "u.end_line, u.text, u.context, u.statement, "
                 "({score}) * (CASE WHEN u.statement THEN %(boost)s::float8 ELSE 1.0 END) "
                 "AS score FROM {unit} AS u "
                 "CROSS JOIN LATERAL (SELECT {frequencies} OFFSET 0) AS r "
@@ -494,10 +494,21 @@ class PostgresRecallIndex:
             rows = conn.execute(self._search_query(len(scored), len(kept)), params).fetchall()
         return [
             RecallHit(
-                Unit(str(m), int(p), int(part), str(role), tool, int(s), int(e), str(t), str(c)),
+                Unit(
+                    str(m),
+                    int(p),
+                    int(part),
+                    str(role),
+                    tool,
+                    int(s),
+                    int(e),
+                    str(t),
+                    str(c),
+                    bool(st),
+                ),
                 max(float(score), 1e-12),
             )
-            for m, p, part, role, tool, s, e, t, c, score in rows
+            for m, p, part, role, tool, s, e, t, c, st, score in rows
         ]
 
     def forget_messages(self, thread: str, message_ids: Sequence[str]) -> int:

@@ -152,6 +152,7 @@ class Recaller:
         size = UnitSize(min_chars=spec.min_unit_chars, max_chars=spec.max_unit_chars)
         self.sync = HistorySync(self.index, size=size)
         self._dense: dict[str, Any] = {}
+        self._last: tuple[tuple[str, str, int, int], list[RecallHit], list[str], int] | None = None
 
     def record(self, history: Sequence[BaseMessage], *, thread_id: str | None = None) -> int:
         """Index the new messages of ``history`` (for nodes that record a turn)."""
@@ -210,19 +211,28 @@ class Recaller:
         """Index the history's new messages, search, and pack the layer."""
         history = request.history
         thread = thread_key(history, request.thread_id)
-        synced = self.sync.sync(thread, history)
-        indexed, offset = synced.added, synced.offset
         query = request.query or ""
-        terms = query_terms(query)
-        if not terms:
-            return RecallResult(None, (), indexed, thread)
-        ranked = self.index.search(thread, terms, limit=self.spec.candidates)
-        dense = self._dense_hits(request, thread)
-        if dense:
-            ranked = fuse_rankings(
-                [(self.spec.weights.bm25, ranked), (self.spec.weights.dense, dense)]
-            )
-        hits = [*self._memory_hits(request.services, query), *ranked]
+        # a second, wider recall of the same call (the engine's spare step) reuses the search
+        key = (thread, query, len(history), id(history[-1]) if history else 0)
+        last = self._last
+        if last is not None and last[0] == key:
+            _, hits, terms, offset = last
+            indexed = 0
+            self._last = None  # one reuse: the wider recall right after the first
+        else:
+            synced = self.sync.sync(thread, history)
+            indexed, offset = synced.added, synced.offset
+            terms = query_terms(query)
+            if not terms:
+                return RecallResult(None, (), indexed, thread)
+            ranked = self.index.search(thread, terms, limit=self.spec.candidates)
+            dense = self._dense_hits(request, thread)
+            if dense:
+                ranked = fuse_rankings(
+                    [(self.spec.weights.bm25, ranked), (self.spec.weights.dense, dense)]
+                )
+            hits = [*self._memory_hits(request.services, query), *ranked]
+            self._last = (key, hits, terms, offset)
 
         def in_history(position: int, message_id: str) -> bool:
             at = position - offset

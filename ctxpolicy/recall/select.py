@@ -204,7 +204,13 @@ def select_units(
         hits, in_history=in_history, kept_from=kept_from, prompt_text=prompt_text
     )
     pattern = _terms_pattern(terms)
-    subjects = [_statement_subject(h.unit.text, pattern) for h in candidates]
+    # only a statement can be corrected (the index marked them; memory units are checked)
+    subjects = [
+        _statement_subject(h.unit.text, pattern)
+        if h.unit.statement or h.unit.position < 0
+        else frozenset()
+        for h in candidates
+    ]
     lines: dict[int, str] = {}
     costs: dict[int, int] = {}
 

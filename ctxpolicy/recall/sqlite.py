@@ -234,7 +234,7 @@ class SQLiteRecallIndex:
             expression = f"({expression}) AND ({_match_expression(terms)})"
         sql = (
             "SELECT u.message_id, u.position, u.part, u.role, u.tool, u.start_line, "
-            "u.end_line, u.text, u.context, "
+            "u.end_line, u.text, u.context, u.statement, "
             "bm25(recall_fts, ?, ?, ?) * (CASE WHEN u.statement THEN ? ELSE 1.0 END) AS score "
             "FROM recall_fts JOIN recall_unit AS u ON u.id = recall_fts.rowid "
             "WHERE recall_fts MATCH ? AND u.thread = ? ORDER BY score LIMIT ?"
@@ -245,10 +245,21 @@ class SQLiteRecallIndex:
             ).fetchall()
         return [
             RecallHit(
-                Unit(str(m), int(p), int(part), str(role), tool, int(s), int(e), str(t), str(c)),
+                Unit(
+                    str(m),
+                    int(p),
+                    int(part),
+                    str(role),
+                    tool,
+                    int(s),
+                    int(e),
+                    str(t),
+                    str(c),
+                    bool(st),
+                ),
                 -float(score),
             )
-            for m, p, part, role, tool, s, e, t, c, score in rows
+            for m, p, part, role, tool, s, e, t, c, st, score in rows
         ]
 
     def close(self) -> None:

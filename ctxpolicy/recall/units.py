@@ -60,6 +60,7 @@ class Unit:
         end_line: Last line of the span (inclusive).
         text: The unit's text (what a prompt shows).
         context: Surrounding text indexed with the unit but not shown.
+        statement: Whether the text states a value (`states_value`; set by the index).
     """
 
     message_id: str
@@ -71,6 +72,7 @@ class Unit:
     end_line: int
     text: str
     context: str = ""
+    statement: bool = False
 
     @property
     def key(self) -> str:

@@ -198,3 +198,28 @@ def test_bad_recall_keys_are_reported_with_their_line(
     issue = info.value.issues[0]
     assert message in (issue.message + issue.path)
     assert issue.line == expected
+
+
+def test_recall_takes_the_room_the_history_leaves_without_moving_its_cut(long_session) -> None:
+    engine = PolicyEngine.from_file(long_session(window=9000))
+    facts = {
+        i: f"10:17 svc{i % 13} WARN cache shard {i} at 9{i}% on db-{i}" for i in range(0, 300, 3)
+    }
+    history = session(300, facts=facts)
+    result = ask(engine, history, "cache shard warnings on the db hosts?")
+    report = result.report
+    recall = report.layer("recall__context")
+    assert recall.cap is not None and recall.base_cap is not None
+    assert recall.cap > recall.base_cap  # it was given room the others left
+    assert not recall.cuts  # and its text fitted that room whole
+    assert report.total_tokens <= report.available_tokens
+    # the history kept exactly what it keeps when recall finds nothing (a query of
+    # stopwords only, as many tokens as the real one)
+    question = "cache shard warnings on the db hosts?"
+    nothing = "the" + " the" * (TOK.count(question) - 1)
+    assert TOK.count(nothing) == TOK.count(question)
+    empty = ask(engine, history, nothing)
+    assert empty.report.layer("recall__context").tokens == 0
+    assert report.layer("checkpoint_messages").messages == (
+        empty.report.layer("checkpoint_messages").messages
+    )

@@ -7,14 +7,16 @@ from hypothesis import strategies as st
 
 from ctxpolicy.recall.index import RecallHit, query_terms
 from ctxpolicy.recall.select import select_units
-from ctxpolicy.recall.units import Unit
+from ctxpolicy.recall.units import Unit, states_value
 from ctxpolicy.tokens import get_tokenizer
 
 TOK = get_tokenizer("cl100k_base")
 
 
 def hit(position: int, text: str, score: float = 1.0, part: int = 0) -> RecallHit:
-    return RecallHit(Unit(f"m{position}", position, part, "user", None, 1, 1, text), score)
+    # like the index: a unit knows whether it states a value
+    unit = Unit(f"m{position}", position, part, "user", None, 1, 1, text, "", states_value(text))
+    return RecallHit(unit, score)
 
 
 def choose(hits: list[RecallHit], query: str, *, cap: int = 500, kept_from: int = 10_000, **kw):
