@@ -46,21 +46,27 @@ class DenseUnits:
         self.size = size or UnitSize()
         self.units: list[Unit] = []
         self._vectors: list[list[float]] = []
-        self._matrix: Any = None
+        self._matrix: Any = None  # numpy rows for self.units[: self._rows], when numpy exists
+        self._rows = 0
         self._seen: set[str] = set()
-        self._tail: tuple[int, str] | None = None  # (length, key of the last message) synced
         self._lock = threading.Lock()
 
+    def _start(self, history: Sequence[BaseMessage]) -> int:
+        """Position after the newest message already embedded (walking back from the end)."""
+        position = len(history) - 1
+        while position >= 0 and message_key(history[position], position) not in self._seen:
+            position -= 1
+        return position + 1
+
     def sync(self, history: Sequence[BaseMessage]) -> int:
-        """Embed the units of messages not seen yet; returns how many units were added."""
+        """Embed the units of messages not seen yet; returns how many units were added.
+
+        Cost follows the new messages: the walk back stops at the newest one already
+        embedded (messages only ever append, or a branch replaces the newest ones).
+        """
         with self._lock:
             fresh: list[Unit] = []
-            start = 0
-            if self._tail is not None:
-                length, key = self._tail
-                if length <= len(history) and message_key(history[length - 1], length - 1) == key:
-                    start = length  # the usual case: only the messages after the last sync
-            for position in range(start, len(history)):
+            for position in range(self._start(history), len(history)):
                 message = history[position]
                 key = message_key(message, position)
                 if key in self._seen:
@@ -69,38 +75,54 @@ class DenseUnits:
                 fresh.extend(
                     split_message(message, message_id=key, position=position, size=self.size)
                 )
-            if history:
-                self._tail = (len(history), message_key(history[-1], len(history) - 1))
             for start in range(0, len(fresh), BATCH):
                 batch = fresh[start : start + BATCH]
                 vectors = self.embeddings.embed_documents([u.text for u in batch])
                 self.units.extend(batch)
                 self._vectors.extend(_normalize(v) for v in vectors)
-            if fresh:
-                self._matrix = None
             return len(fresh)
 
-    def _scores(self, query_vector: list[float]) -> list[float]:
+    def _grown_matrix(self, np: Any) -> Any:
+        """The numpy matrix of every vector, grown in place (capacity doubles)."""
+        count = len(self._vectors)
+        if self._matrix is None or count > self._matrix.shape[0]:
+            width = len(self._vectors[0])
+            grown = np.zeros((max(1024, 2 * count), width), dtype=np.float32)
+            if self._matrix is not None:
+                grown[: self._rows] = self._matrix[: self._rows]
+            self._matrix = grown
+        if count > self._rows:
+            self._matrix[self._rows : count] = np.asarray(
+                self._vectors[self._rows : count], dtype=np.float32
+            )
+            self._rows = count
+        return self._matrix[:count]
+
+    def _best(self, query_vector: list[float], limit: int) -> list[tuple[int, float]]:
         try:
             import numpy as np
         except ImportError:  # plain Python: fine for the sizes a test or a small app has
-            return [
+            scores = [
                 sum(a * b for a, b in zip(v, query_vector, strict=False)) for v in self._vectors
             ]
-        if self._matrix is None:
-            self._matrix = np.asarray(self._vectors, dtype=np.float32)
-        result: list[float] = (self._matrix @ np.asarray(query_vector, dtype=np.float32)).tolist()
-        return result
+            best = sorted(range(len(scores)), key=scores.__getitem__, reverse=True)[:limit]
+            return [(i, scores[i]) for i in best]
+        matrix = self._grown_matrix(np)
+        scores = matrix @ np.asarray(query_vector, dtype=np.float32)
+        if limit < len(scores):
+            top = np.argpartition(-scores, limit)[:limit]
+        else:
+            top = np.arange(len(scores))
+        top = top[np.argsort(-scores[top], kind="stable")]
+        return [(int(i), float(scores[i])) for i in top]
 
     def search(self, query: str, *, limit: int) -> list[RecallHit]:
         """The ``limit`` units most similar to ``query``, best first."""
-        if not query.strip() or not self.units:
+        if not query.strip() or not self.units or limit <= 0:
             return []
         vector = _normalize(self.embeddings.embed_query(query))
         with self._lock:
-            scores = self._scores(vector)
-            best = sorted(range(len(scores)), key=scores.__getitem__, reverse=True)[:limit]
-            return [RecallHit(self.units[i], float(scores[i])) for i in best]
+            return [RecallHit(self.units[i], score) for i, score in self._best(vector, limit)]
 
 
 __all__ = ["DenseUnits"]

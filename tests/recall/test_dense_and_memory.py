@@ -133,3 +133,25 @@ def test_a_real_tiered_memory_feeds_the_recall_layer_in_memory_order(long_sessio
     units = result.report.layer("recall__context").recalled
     assert all(u.source == "memory" for u in units)
     assert len({(u.message_id, u.text) for u in units}) == len(units)
+
+
+def test_dense_ranking_is_the_same_with_and_without_numpy(monkeypatch) -> None:
+    import sys
+
+    from ctxpolicy.recall.dense import DenseUnits
+
+    history = [
+        HumanMessage("Note: the live postgres listens on 6432.", id="fact"),
+        *filler(40),
+        HumanMessage("the maintainer of billing is Ana", id="owner"),
+    ]
+    with_numpy = DenseUnits(ConceptEmbeddings())
+    assert with_numpy.sync(history) == len(history)
+    assert with_numpy.sync([*history, HumanMessage("one more", id="n")]) == 1  # only the new
+    fast = [h.unit.message_id for h in with_numpy.search("prod db socket?", limit=3)]
+    monkeypatch.setitem(sys.modules, "numpy", None)  # import numpy now fails
+    plain = DenseUnits(ConceptEmbeddings())
+    plain.sync([*history, HumanMessage("one more", id="n")])
+    slow = [h.unit.message_id for h in plain.search("prod db socket?", limit=3)]
+    assert fast[0] == slow[0] == "fact"
+    assert [h.unit.message_id for h in plain.search("who is responsible?", limit=1)] == ["owner"]
