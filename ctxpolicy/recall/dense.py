@@ -45,9 +45,10 @@ class DenseUnits:
         self.embeddings = embeddings
         self.size = size or UnitSize()
         self.units: list[Unit] = []
+        self._np = _numpy()
+        # numpy: unit-length float32 rows, capacity doubling; plain Python: lists of floats
+        self._matrix: Any = None
         self._vectors: list[list[float]] = []
-        self._matrix: Any = None  # numpy rows for self.units[: self._rows], when numpy exists
-        self._rows = 0
         self._seen: set[str] = set()
         self._lock = threading.Lock()
 
@@ -57,6 +58,23 @@ class DenseUnits:
         while position >= 0 and message_key(history[position], position) not in self._seen:
             position -= 1
         return position + 1
+
+    def _append(self, vectors: Sequence[Sequence[float]]) -> None:
+        np = self._np
+        if np is None:
+            self._vectors.extend(_normalize(v) for v in vectors)
+            return
+        rows = np.asarray(vectors, dtype=np.float32)
+        norms = np.linalg.norm(rows, axis=1, keepdims=True)
+        rows = rows / np.where(norms == 0, 1.0, norms)
+        count = len(self.units)  # rows already stored
+        needed = count + len(rows)
+        if self._matrix is None or needed > self._matrix.shape[0]:
+            grown = np.zeros((max(1024, 2 * needed), rows.shape[1]), dtype=np.float32)
+            if self._matrix is not None:
+                grown[:count] = self._matrix[:count]
+            self._matrix = grown
+        self._matrix[count:needed] = rows
 
     def sync(self, history: Sequence[BaseMessage]) -> int:
         """Embed the units of messages not seen yet; returns how many units were added.
@@ -77,37 +95,19 @@ class DenseUnits:
                 )
             for start in range(0, len(fresh), BATCH):
                 batch = fresh[start : start + BATCH]
-                vectors = self.embeddings.embed_documents([u.text for u in batch])
+                self._append(self.embeddings.embed_documents([u.text for u in batch]))
                 self.units.extend(batch)
-                self._vectors.extend(_normalize(v) for v in vectors)
             return len(fresh)
 
-    def _grown_matrix(self, np: Any) -> Any:
-        """The numpy matrix of every vector, grown in place (capacity doubles)."""
-        count = len(self._vectors)
-        if self._matrix is None or count > self._matrix.shape[0]:
-            width = len(self._vectors[0])
-            grown = np.zeros((max(1024, 2 * count), width), dtype=np.float32)
-            if self._matrix is not None:
-                grown[: self._rows] = self._matrix[: self._rows]
-            self._matrix = grown
-        if count > self._rows:
-            self._matrix[self._rows : count] = np.asarray(
-                self._vectors[self._rows : count], dtype=np.float32
-            )
-            self._rows = count
-        return self._matrix[:count]
-
     def _best(self, query_vector: list[float], limit: int) -> list[tuple[int, float]]:
-        try:
-            import numpy as np
-        except ImportError:  # plain Python: fine for the sizes a test or a small app has
+        np = self._np
+        if np is None:  # plain Python: fine for the sizes a test or a small app has
             scores = [
                 sum(a * b for a, b in zip(v, query_vector, strict=False)) for v in self._vectors
             ]
             best = sorted(range(len(scores)), key=scores.__getitem__, reverse=True)[:limit]
             return [(i, scores[i]) for i in best]
-        matrix = self._grown_matrix(np)
+        matrix = self._matrix[: len(self.units)]
         scores = matrix @ np.asarray(query_vector, dtype=np.float32)
         if limit < len(scores):
             top = np.argpartition(-scores, limit)[:limit]
@@ -123,6 +123,14 @@ class DenseUnits:
         vector = _normalize(self.embeddings.embed_query(query))
         with self._lock:
             return [RecallHit(self.units[i], score) for i, score in self._best(vector, limit)]
+
+
+def _numpy() -> Any:
+    try:
+        import numpy as np
+    except ImportError:
+        return None
+    return np
 
 
 __all__ = ["DenseUnits"]

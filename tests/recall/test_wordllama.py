@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib.util
 import math
 import os
+import pickle
 import subprocess
 import sys
 import textwrap
@@ -125,6 +126,15 @@ def test_embed_documents_keeps_the_order_and_matches_embed_query() -> None:
         assert vector == pytest.approx(embeddings.embed_query(text), abs=1e-5)
     assert vectors[-1] == [0.0] * 256  # an empty text has no token: zeros, not NaN
     assert embeddings.embed_documents([]) == []
+
+
+@needs_wordllama
+def test_an_instance_pickles_without_its_model() -> None:
+    embeddings = WordLlamaEmbeddings(dim=128, batch_size=8)
+    vector = embeddings.embed_query("where is the backup bucket?")
+    copy = pickle.loads(pickle.dumps(embeddings))
+    assert (copy.dim, copy.batch_size, copy._model) == (128, 8, None)
+    assert copy.embed_query("where is the backup bucket?") == pytest.approx(vector, abs=1e-6)
 
 
 @needs_wordllama
