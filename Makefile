@@ -9,7 +9,7 @@ STAMP  := $(VENV)/.installed
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev,langgraph,postgres,embeddings]'
+	$(BIN)/python -m pip install --quiet -e '.[dev,langgraph,postgres,embeddings,langchain,deepagents]'
 	touch $(STAMP)
 
 demo: $(STAMP)
@@ -29,7 +29,7 @@ system-deps:
 
 # The browser and database tests must run here, not skip: system-deps installs both.
 test: $(STAMP) system-deps lint
-	CTXPOLICY_REQUIRE_BROWSER=1 CTXPOLICY_REQUIRE_POSTGRES=1 CTXPOLICY_REQUIRE_EMBEDDINGS=1 \
+	CTXPOLICY_REQUIRE_BROWSER=1 CTXPOLICY_REQUIRE_POSTGRES=1 CTXPOLICY_REQUIRE_EMBEDDINGS=1 CTXPOLICY_REQUIRE_AGENTS=1 \
 		$(BIN)/python -m pytest -q
 
 bench: $(STAMP)

@@ -26,6 +26,9 @@ Methods, side by side:
   that 8,000 tokens are available (``policy.model_copy``); one engine per session,
   warm after its first call. Until the file exists (or while it fails) the method is
   reported as an error and the run goes on.
+- ``long-session+embeddings``: the same policy with ``embeddings: embed`` in its recall
+  collector and ``WordLlamaEmbeddings`` (the ``embeddings`` extra, an offline model
+  inside its wheel) as the ``embed`` service: bm25 and dense rankings fused (RRF).
 - ``bm25``: a plain reference, rank-bm25 ``BM25Okapi`` over every session message, a
   message longer than 480 characters or 3 lines split into its lines, lower-case
   ``\\w+`` tokens. Half of the budget left after the system prompt goes to the newest
@@ -96,6 +99,7 @@ METHODS = (
     "memory:balanced",
     "memory:comprehensive",
     "long-session",
+    "long-session+embeddings",
     "bm25",
 )
 
@@ -341,6 +345,38 @@ class LongSession(Method):
         self._engine = None
 
 
+class LongSessionEmbeddings(LongSession):
+    name = "long-session+embeddings"
+
+    def prepare(self, session: Session) -> None:
+        Method.prepare(self, session)
+        try:
+            from ctxpolicy.integrations.wordllama import WordLlamaEmbeddings
+            from ctxpolicy.loading import load_policy
+
+            policy = budget_variant(load_policy(self.path))
+        except Exception as exc:
+            raise MethodError(f"{type(exc).__name__}: {exc}") from exc
+        layer = policy.layers["recall__context"]
+        collector = layer.collector.model_copy(update={"embeddings": "embed"})
+        layers = {
+            **policy.layers,
+            "recall__context": layer.model_copy(update={"collector": collector}),
+        }
+        policy = policy.model_copy(update={"layers": layers})
+        self._engine = _engine(policy, {"embed": _embeddings(WordLlamaEmbeddings)})
+
+
+_EMBEDDINGS: list[Any] = []
+
+
+def _embeddings(factory: Callable[[], Any]) -> Any:
+    """One embeddings object for the whole run (the model loads once)."""
+    if not _EMBEDDINGS:
+        _EMBEDDINGS.append(factory())
+    return _EMBEDDINGS[0]
+
+
 def _units(text: str) -> list[str]:
     if len(text) > 480 or text.count("\n") >= 3:
         return [line for line in text.split("\n") if line.strip()]
@@ -418,6 +454,7 @@ def build_methods(names: Sequence[str]) -> list[Method]:
         "memory:balanced": lambda: MemoryStrategy("balanced"),
         "memory:comprehensive": lambda: MemoryStrategy("comprehensive"),
         "long-session": LongSession,
+        "long-session+embeddings": LongSessionEmbeddings,
         "bm25": BM25,
     }
     return [made[name]() for name in names]

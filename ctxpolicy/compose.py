@@ -278,9 +278,7 @@ def _demands(
     return demands
 
 
-def count_newest(
-    tok: Tokenizer, messages: Sequence[BaseMessage], limit: int
-) -> tuple[int, bool]:
+def count_newest(tok: Tokenizer, messages: Sequence[BaseMessage], limit: int) -> tuple[int, bool]:
     """Tokens of ``messages`` counted newest-first, stopping once above ``limit``.
 
     Returns:

@@ -387,6 +387,29 @@ class PolicyEngine:
         """The effective policy."""
         return self._policy
 
+    def with_context_window(self, context_window: int) -> PolicyEngine:
+        """This engine with another ``model.context_window``, sharing its recall indexes.
+
+        For callers that send tokens outside the messages (tool schemas bound to the
+        model): every ratio then applies to the smaller budget, and the recall layers
+        keep their warm indexes (one per layer, shared by both engines).
+
+        Raises:
+            TypeError: ``context_window`` is not an integer.
+            ValueError: ``context_window`` is not positive.
+        """
+        if isinstance(context_window, bool) or not isinstance(context_window, int):
+            raise TypeError(f"context_window must be an int, got {context_window!r}")
+        if context_window <= 0:
+            raise ValueError(f"context_window must be > 0, got {context_window}")
+        model = self._policy.model.model_copy(update={"context_window": context_window})
+        other = PolicyEngine(
+            self._policy.model_copy(update={"model": model}), services=self._services
+        )
+        other._recallers = self._recallers  # one index per recall layer, shared
+        other._recall_lock = self._recall_lock
+        return other
+
     @property
     def services(self) -> Mapping[str, Any]:
         """The default services (read-only)."""
@@ -794,7 +817,8 @@ class PolicyEngine:
                 for step in self._recall_steps(call, first, wide=False):
                     if step.layer.name not in steps:
                         continue
-                    outcome = yield step
+                    repeat = dataclasses.replace(step.request, repeat=True)
+                    outcome = yield RecallStep(step.layer, repeat)
                     if isinstance(outcome, SkippedCollector):
                         skipped.append(outcome)
                         continue

@@ -38,8 +38,7 @@ class PolicyIssue:
         """Render as ``FILE:LINE:COL: PATH: MESSAGE [RULE]``."""
         sev = "" if self.severity == "error" else "warning: "
         return (
-            f"{self.file}:{self.line}:{self.column}: {self.path}: "
-            f"{sev}{self.message} [{self.rule}]"
+            f"{self.file}:{self.line}:{self.column}: {self.path}: {sev}{self.message} [{self.rule}]"
         )
 
     def to_dict(self) -> dict[str, Any]:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Literal, overload
 if TYPE_CHECKING:
     from langchain_core.messages import BaseMessage
 
+    from ctxpolicy.blocks.inline import QueryReference
     from ctxpolicy.recall.select import RecalledUnit
 
 LayerSource = Literal["argument", "collector", "contexts", "summary", "history", "none"]
@@ -83,6 +84,8 @@ class LayerReport:
         error: The error text of a collector skipped with ``on_error: skip``.
         notes: Other facts worth knowing (ignored inputs, empty values, ...).
         recalled: For a recall layer, the units it shows (source, label, score).
+        references: For the query layer, each inline reference (``[guide.md:12:30]``)
+            resolved or skipped by ``layers.query.references``: ref, file, lines, tokens.
     """
 
     name: str
@@ -99,6 +102,7 @@ class LayerReport:
     error: str | None = None
     notes: tuple[str, ...] = ()
     recalled: tuple[RecalledUnit, ...] = ()
+    references: tuple[QueryReference, ...] = ()
 
     @property
     def truncated_tokens(self) -> int:
@@ -132,6 +136,7 @@ class LayerReport:
             "error": self.error,
             "notes": list(self.notes),
             "recalled": [u.to_dict() for u in self.recalled],
+            "references": [r.to_dict() for r in self.references],
         }
 
 

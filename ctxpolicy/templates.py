@@ -81,8 +81,7 @@ def _security_error(message: str) -> Exception:
 
 def _too_large(what: str, size: int) -> TemplateOutputTooLargeError:
     return TemplateOutputTooLargeError(
-        f"template {what} would build about {size} characters; the limit is "
-        f"{MAX_RENDERED_CHARS}"
+        f"template {what} would build about {size} characters; the limit is {MAX_RENDERED_CHARS}"
     )
 
 
@@ -154,8 +153,7 @@ def _charge(value: Any, what: str) -> Any:
         budget.chars += size
         if budget.chars > MAX_ALLOCATED_CHARS:
             raise TemplateOutputTooLargeError(
-                f"template built more than {MAX_ALLOCATED_CHARS} characters of values in "
-                "one render"
+                f"template built more than {MAX_ALLOCATED_CHARS} characters of values in one render"
             )
     return value
 
@@ -285,8 +283,10 @@ def _guarded_iter(iterable: Any) -> Iterator[Any]:
 
 
 def _guarded_concat(pieces: Iterable[Any]) -> str:
-    texts = [str(piece) if estimate_chars(piece) <= MAX_RENDERED_CHARS else _oversize(piece)
-             for piece in pieces]
+    texts = [
+        str(piece) if estimate_chars(piece) <= MAX_RENDERED_CHARS else _oversize(piece)
+        for piece in pieces
+    ]
     size = sum(len(text) for text in texts)
     if size > MAX_RENDERED_CHARS:
         raise _too_large("operator '~'", size)
@@ -477,9 +477,7 @@ def sandbox() -> SandboxedEnvironment:
                 raise _security_error(f"range() larger than {MAX_RANGE} items is not allowed")
             owner = getattr(__obj, "__self__", None)
             if isinstance(owner, str) and not isinstance(__obj, type):
-                args = _precheck_str_method(
-                    owner, getattr(__obj, "__name__", ""), args, kwargs
-                )
+                args = _precheck_str_method(owner, getattr(__obj, "__name__", ""), args, kwargs)
             if __obj is _guarded_iter:
                 return _guarded_iter(*args)
             result = super().call(__context, __obj, *args, **kwargs)

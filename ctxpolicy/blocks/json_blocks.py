@@ -53,9 +53,7 @@ class _Walker:
             raise self.fail(offset, "nested too deeply") from None
         return end
 
-    def walk_object(
-        self, offset: int, prefix: str, level: int
-    ) -> tuple[list[Block], int]:
+    def walk_object(self, offset: int, prefix: str, level: int) -> tuple[list[Block], int]:
         """Blocks of the object at ``offset`` (a ``{``) and the offset after its ``}``."""
         if level > _MAX_DEPTH:
             raise self.fail(offset, f"nested deeper than {_MAX_DEPTH} objects")

@@ -324,8 +324,7 @@ def create_file_tools(
     if enable_write:
         funcs.append(write_file)
     tools: list[BaseTool] = [
-        StructuredTool.from_function(func=_guard(func), handle_tool_error=True)
-        for func in funcs
+        StructuredTool.from_function(func=_guard(func), handle_tool_error=True) for func in funcs
     ]
     if curation_log is not None:
         tools.append(create_dismiss_memory_tool(curation_log))

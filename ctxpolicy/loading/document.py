@@ -42,7 +42,10 @@ def _decode(raw: bytes, name: str) -> tuple[str | None, list[PolicyIssue]]:
         column = exc.start - (before.rfind(b"\n") + 1) + 1
         return None, [
             PolicyIssue(
-                name, line, column, "$",
+                name,
+                line,
+                column,
+                "$",
                 f"not UTF-8 text (byte 0x{raw[exc.start]:02x} at offset {exc.start})",
                 "file.encoding",
             )

@@ -67,8 +67,7 @@ def _resolve(path: Path, stack: tuple[Path, ...]) -> MergedDocument:
     chain: list[Path] = []
     for ref_path, ref in _parents(document.data):
         where = locate(document.sourcemap, ref_path, default=display_name(path))
-        parent = _parent(path, ref, where=where, ref_path=ref_path, stack=stack,
-                         issues=all_issues)
+        parent = _parent(path, ref, where=where, ref_path=ref_path, stack=stack, issues=all_issues)
         if parent is None or parent.data is None:
             continue
         data = {k: v for k, v in parent.data.items() if k != "extends"}
@@ -124,8 +123,9 @@ def _parent(
         issues.append(_problem(where, ref_path, message, "extends.invalid-parent"))
         return None
     if "version" not in parent.data:
-        message = (f"extends {ref!r}: {display_name(target)} is not a policy file "
-                   "(it has no 'version')")
+        message = (
+            f"extends {ref!r}: {display_name(target)} is not a policy file (it has no 'version')"
+        )
         issues.append(_problem(where, ref_path, message, "extends.not-policy"))
         return None
     return parent

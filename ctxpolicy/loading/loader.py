@@ -89,7 +89,9 @@ def _base_dirs(data: Mapping[str, Any], sourcemap: SourceMap) -> dict[str, Path]
         return {}
     dirs: dict[str, Path] = {}
     for name in layers:
-        where = sourcemap.get(("layers", name, "collector"))
+        where = sourcemap.get(("layers", name, "collector")) or sourcemap.get(
+            ("layers", name, "references")  # layers.query.references: its root, like a collector's
+        )
         if where is not None and not where.file.startswith("<"):
             dirs[name] = Path(where.file).parent.absolute()
     return dirs
@@ -117,8 +119,10 @@ def resolve_policy(
     if merged.data is None:
         return LoadResult(file, None, _sorted(issues), {}, merged.chain)
     data, smap, env_issues = apply_overrides(
-        merged.data, merged.sourcemap,
-        arguments={"enable_share_context": enable_share_context}, environ=environ,
+        merged.data,
+        merged.sourcemap,
+        arguments={"enable_share_context": enable_share_context},
+        environ=environ,
     )
     issues.extend(env_issues)
     policy, found = validate_data(
@@ -141,10 +145,18 @@ def _policy_path(path: PathLike | None) -> Path:
 
     settings, _ = read_settings()
     if settings.policy is None:
-        raise PolicyValidationError([
-            PolicyIssue("<env CTXPOLICY_POLICY>", 0, 0, "$",
-                        "no policy path given and CTXPOLICY_POLICY is not set", "env.missing")
-        ])
+        raise PolicyValidationError(
+            [
+                PolicyIssue(
+                    "<env CTXPOLICY_POLICY>",
+                    0,
+                    0,
+                    "$",
+                    "no policy path given and CTXPOLICY_POLICY is not set",
+                    "env.missing",
+                )
+            ]
+        )
     return settings.policy
 
 
@@ -171,9 +183,7 @@ def load_policy(
     return result.policy
 
 
-def explain_policy(
-    path: PathLike, *, enable_share_context: bool | None = None
-) -> list[Provenance]:
+def explain_policy(path: PathLike, *, enable_share_context: bool | None = None) -> list[Provenance]:
     """Every effective value of a policy with the file line, variable or argument that set it.
 
     Raises:
@@ -220,8 +230,9 @@ def validate_paths(paths: PathLike | Iterable[PathLike]) -> list[PolicyIssue]:
     issues: list[PolicyIssue] = []
     for file in iter_policy_files(paths):
         if not file.exists():
-            issues.append(PolicyIssue(display_name(file), 0, 0, "$", "no such file or folder",
-                                      "file.missing"))
+            issues.append(
+                PolicyIssue(display_name(file), 0, 0, "$", "no such file or folder", "file.missing")
+            )
             continue
         issues.extend(resolve_policy(file).issues)
     return list(_sorted(issues))

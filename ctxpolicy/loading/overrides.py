@@ -68,8 +68,16 @@ def apply_overrides(
         if arguments.get(field) is not None:
             continue  # an explicit argument wins over the environment
         path = SETTING_PATHS.get(field, ())
-        issues.append(PolicyIssue(env_source(variable), 0, 0, format_path(path),
-                                  f"invalid value of {variable}: {message}", "env.invalid"))
+        issues.append(
+            PolicyIssue(
+                env_source(variable),
+                0,
+                0,
+                format_path(path),
+                f"invalid value of {variable}: {message}",
+                "env.invalid",
+            )
+        )
     for field, path in SETTING_PATHS.items():
         value = getattr(settings, field)
         if value is not None and _set(out, path, value):

@@ -91,8 +91,14 @@ def scan_toml_keys(text: str, file: str) -> SourceMap:
 def _plain(value: Any, file: str, path: JsonPath, smap: SourceMap, depth: int = 0) -> Any:
     if depth > MAX_DEPTH:
         raise _RefusedError(
-            PolicyIssue(file, 1, 1, format_path(path), f"nesting deeper than {MAX_DEPTH} levels",
-                        "toml.too-deep")
+            PolicyIssue(
+                file,
+                1,
+                1,
+                format_path(path),
+                f"nesting deeper than {MAX_DEPTH} levels",
+                "toml.too-deep",
+            )
         )
     if isinstance(value, dict):
         return {k: _plain(v, file, (*path, k), smap, depth + 1) for k, v in value.items()}
@@ -101,8 +107,14 @@ def _plain(value: Any, file: str, path: JsonPath, smap: SourceMap, depth: int = 
     if isinstance(value, float) and not math.isfinite(value):
         where = _nearest(smap, path, file)
         raise _RefusedError(
-            PolicyIssue(file, where.line, where.column, format_path(path),
-                        f"{value!r} is not a finite number", "value.non-finite")
+            PolicyIssue(
+                file,
+                where.line,
+                where.column,
+                format_path(path),
+                f"{value!r} is not a finite number",
+                "value.non-finite",
+            )
         )
     if isinstance(value, datetime | date | time):
         return value.isoformat()

@@ -80,7 +80,10 @@ def _refuse_huge_integer(event: Any, file: str) -> None:
         mark = event.start_mark
         raise _RefusedError(
             PolicyIssue(
-                file, mark.line + 1, mark.column + 1, "$",
+                file,
+                mark.line + 1,
+                mark.column + 1,
+                "$",
                 f"a number with {len(value)} digits; numbers in a policy are small",
                 "value.too-long",
             )
@@ -130,8 +133,12 @@ def _scan_events(stream: Any, events: Any, file: str) -> None:
             if total > MAX_NODES:
                 raise _RefusedError(
                     PolicyIssue(
-                        file, mark.line + 1, mark.column + 1, "$",
-                        f"the document has more than {MAX_NODES} values", "file.too-many-nodes",
+                        file,
+                        mark.line + 1,
+                        mark.column + 1,
+                        "$",
+                        f"the document has more than {MAX_NODES} values",
+                        "file.too-many-nodes",
                     )
                 )
         if isinstance(event, events.CollectionStartEvent):
@@ -139,8 +146,12 @@ def _scan_events(stream: Any, events: Any, file: str) -> None:
             if len(stack) - 1 > MAX_DEPTH:
                 raise _RefusedError(
                     PolicyIssue(
-                        file, mark.line + 1, mark.column + 1, "$",
-                        f"nesting deeper than {MAX_DEPTH} levels", "yaml.too-deep",
+                        file,
+                        mark.line + 1,
+                        mark.column + 1,
+                        "$",
+                        f"nesting deeper than {MAX_DEPTH} levels",
+                        "yaml.too-deep",
                     )
                 )
         elif isinstance(event, events.CollectionEndEvent):
@@ -160,7 +171,10 @@ def _scan_events(stream: Any, events: Any, file: str) -> None:
             if total > MAX_NODES:
                 raise _RefusedError(
                     PolicyIssue(
-                        file, mark.line + 1, mark.column + 1, "$",
+                        file,
+                        mark.line + 1,
+                        mark.column + 1,
+                        "$",
                         f"aliases expand the document past {MAX_NODES} nodes "
                         f"(alias *{event.anchor}); write the values out or use 'extends'",
                         "yaml.alias-expansion",
@@ -182,8 +196,12 @@ def _scalar(value: Any, file: str, where: Location, path: JsonPath) -> Any:
         if not math.isfinite(value):
             raise _RefusedError(
                 PolicyIssue(
-                    file, where.line, where.column, format_path(path),
-                    f"{value!r} is not a finite number", "value.non-finite",
+                    file,
+                    where.line,
+                    where.column,
+                    format_path(path),
+                    f"{value!r} is not a finite number",
+                    "value.non-finite",
                 )
             )
         return float(value)
@@ -196,9 +214,13 @@ def _scalar(value: Any, file: str, where: Location, path: JsonPath) -> Any:
     kind = str(getattr(tag, "value", tag)) if tag is not None else type(value).__name__
     raise _RefusedError(
         PolicyIssue(
-            file, where.line, where.column, format_path(path),
+            file,
+            where.line,
+            where.column,
+            format_path(path),
             f"unsupported YAML value ({kind}); use plain strings, numbers, booleans, "
-            "lists and mappings", "yaml.tag",
+            "lists and mappings",
+            "yaml.tag",
         )
     )
 
@@ -216,9 +238,13 @@ def _refuse_collection_tag(node: Any, file: str, where: Location, path: JsonPath
     if value is not None:
         raise _RefusedError(
             PolicyIssue(
-                file, where.line, where.column, format_path(path),
+                file,
+                where.line,
+                where.column,
+                format_path(path),
                 f"unsupported YAML tag {value}; use plain strings, numbers, booleans, "
-                "lists and mappings", "yaml.tag",
+                "lists and mappings",
+                "yaml.tag",
             )
         )
 
@@ -240,8 +266,12 @@ def _convert(node: Any, file: str, path: JsonPath, where: Location, smap: Source
             if not isinstance(key, str):
                 raise _RefusedError(
                     PolicyIssue(
-                        file, here.line, here.column, format_path(path),
-                        f"mapping keys must be strings, got {key!r}", "yaml.key-type",
+                        file,
+                        here.line,
+                        here.column,
+                        format_path(path),
+                        f"mapping keys must be strings, got {key!r}",
+                        "yaml.key-type",
                     )
                 )
             child = (*path, str(key))
@@ -289,17 +319,13 @@ def parse_yaml(text: str, file: str) -> tuple[Any, SourceMap, list[PolicyIssue]]
     except DuplicateKeyError as exc:
         key = str(getattr(exc, "problem", "")).split('"')
         name = key[1] if len(key) > 1 else "?"
-        return None, {}, [
-            _mark_issue(file, exc, "yaml.duplicate-key", f"duplicate key {name!r}")
-        ]
+        return None, {}, [_mark_issue(file, exc, "yaml.duplicate-key", f"duplicate key {name!r}")]
     except MarkedYAMLError as exc:
         return None, {}, [_mark_issue(file, exc, "yaml.syntax")]
     except YAMLError as exc:
         return None, {}, [_mark_issue(file, exc, "yaml.syntax")]
     except RecursionError:
-        return None, {}, [
-            PolicyIssue(file, 1, 1, "$", "YAML nesting too deep", "yaml.too-deep")
-        ]
+        return None, {}, [PolicyIssue(file, 1, 1, "$", "YAML nesting too deep", "yaml.too-deep")]
     return data, smap, []
 
 

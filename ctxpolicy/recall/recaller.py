@@ -47,6 +47,7 @@ class RecallRequest:
         count_tokens: The policy's token counter.
         thread_id: The conversation's id (None: derived from the history).
         services: The call's services.
+        repeat: A second packing for the same call (a smaller cap): reuse the search.
     """
 
     layer: str
@@ -58,6 +59,7 @@ class RecallRequest:
     count_tokens: Callable[[str], int]
     thread_id: str | None
     services: Mapping[str, Any]
+    repeat: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,7 +154,7 @@ class Recaller:
         size = UnitSize(min_chars=spec.min_unit_chars, max_chars=spec.max_unit_chars)
         self.sync = HistorySync(self.index, size=size)
         self._dense: dict[str, Any] = {}
-        self._last: tuple[tuple[str, str, int, int], list[RecallHit], list[str], int] | None = None
+        self._last: tuple[tuple[str, str, int, str], list[RecallHit], list[str], int] | None = None
 
     def record(self, history: Sequence[BaseMessage], *, thread_id: str | None = None) -> int:
         """Index the new messages of ``history`` (for nodes that record a turn)."""
@@ -213,9 +215,10 @@ class Recaller:
         thread = thread_key(history, request.thread_id)
         query = request.query or ""
         # a second, wider recall of the same call (the engine's spare step) reuses the search
-        key = (thread, query, len(history), id(history[-1]) if history else 0)
+        last_key = message_key(history[-1], len(history) - 1) if history else ""
+        key = (thread, query, len(history), last_key)
         last = self._last
-        if last is not None and last[0] == key:
+        if request.repeat and last is not None and last[0] == key:
             _, hits, terms, offset = last
             indexed = 0
             self._last = None  # one reuse: the wider recall right after the first

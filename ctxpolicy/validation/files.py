@@ -28,8 +28,10 @@ def resolve_inside(base: Path, relative: str) -> tuple[Path | None, str | None, 
     Returns:
         ``(path, None, "")`` when it stays inside, else ``(None, rule, reason)``.
     """
-    if Path(relative).is_absolute() or relative.startswith(("/", "\\")) or (
-        len(relative) > 1 and relative[1] == ":"
+    if (
+        Path(relative).is_absolute()
+        or relative.startswith(("/", "\\"))
+        or (len(relative) > 1 and relative[1] == ":")
     ):
         reason = f"{relative!r} is absolute; give a path relative to {_shown(base)}"
         return None, "path.absolute", reason
@@ -40,8 +42,10 @@ def resolve_inside(base: Path, relative: str) -> tuple[Path | None, str | None, 
     real_base = base.resolve()
     real = lexical.resolve()
     if not real.is_relative_to(real_base):
-        return None, "path.symlink-outside", (
-            f"{relative!r} is a symlink to {real.as_posix()}, outside the policy's folder"
+        return (
+            None,
+            "path.symlink-outside",
+            (f"{relative!r} is a symlink to {real.as_posix()}, outside the policy's folder"),
         )
     return lexical, None, ""
 
@@ -72,13 +76,17 @@ def _template_file(base: Path, relative: str, path: JsonPath) -> Iterator[Findin
         return
     try:
         if target.stat().st_size > MAX_FILE_BYTES:
-            yield Finding(path, f"template file {_shown(target)} is over {MAX_FILE_BYTES} bytes",
-                          "file.too-large")
+            yield Finding(
+                path,
+                f"template file {_shown(target)} is over {MAX_FILE_BYTES} bytes",
+                "file.too-large",
+            )
             return
         source = target.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        yield Finding(path, f"cannot read template file {_shown(target)}: {exc}",
-                      "template.unreadable")
+        yield Finding(
+            path, f"cannot read template file {_shown(target)}: {exc}", "template.unreadable"
+        )
         return
     yield from _compile(source, path, file=_shown(target))
 
@@ -91,6 +99,16 @@ def check_files(policy: Policy) -> list[Finding]:
     """
     findings: list[Finding] = []
     for name, spec in policy.layers.items():
+        references = spec.references
+        query_base = policy.layer_base_dir(name)
+        if references is not None and query_base is not None:
+            where: JsonPath = ("layers", name, "references", "root")
+            target, rule, reason = resolve_inside(query_base.absolute(), references.root)
+            if target is None:
+                findings.append(Finding(where, reason, rule or "path.outside"))
+            elif not target.is_dir():
+                findings.append(Finding(where, f"references root {_shown(target)} is not a folder",
+                                        "files.root-missing", severity="warning"))
         collector = spec.collector
         if collector is None:
             continue
@@ -108,9 +126,14 @@ def check_files(policy: Policy) -> list[Finding]:
             if target is None:
                 findings.append(Finding((*base_path, "root"), reason, rule or "path.outside"))
             elif not target.is_dir():
-                findings.append(Finding((*base_path, "root"),
-                                        f"files root {_shown(target)} is not a folder",
-                                        "files.root-missing", severity="warning"))
+                findings.append(
+                    Finding(
+                        (*base_path, "root"),
+                        f"files root {_shown(target)} is not a folder",
+                        "files.root-missing",
+                        severity="warning",
+                    )
+                )
             findings.extend(_select_escapes(collector.select, (*base_path, "select")))
     return findings
 
@@ -129,8 +152,9 @@ def _select_escapes(select: tuple[str, ...], path: JsonPath) -> Iterator[Finding
         target = _LINE_SUFFIX_RE.sub("", body.split("#", 1)[0])
         where = (*path, index)
         if target.startswith(("/", "\\")) or (len(target) > 1 and target[1] == ":"):
-            yield Finding(where, f"{entry!r} is absolute; select files relative to the root",
-                          "path.absolute")
+            yield Finding(
+                where, f"{entry!r} is absolute; select files relative to the root", "path.absolute"
+            )
         elif os.path.normpath(target).replace("\\", "/").split("/")[0] == "..":
             yield Finding(where, f"{entry!r} leaves the files root", "path.outside")
 

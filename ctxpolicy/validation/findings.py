@@ -42,15 +42,21 @@ def place_finding(
     path = format_path(finding.path)
     if finding.file is not None:
         return PolicyIssue(
-            finding.file, finding.line, finding.column, path, finding.message,
-            finding.rule, finding.severity,
+            finding.file,
+            finding.line,
+            finding.column,
+            path,
+            finding.message,
+            finding.rule,
+            finding.severity,
         )
     where = locate(sourcemap, finding.path, default=default_file)
     line, column = where.line, where.column
     if finding.line_offset is not None and where.line > 0:
         line, column = (where.value_line or where.line) + finding.line_offset, 1
-    return PolicyIssue(where.file, line, column, path, finding.message, finding.rule,
-                       finding.severity)
+    return PolicyIssue(
+        where.file, line, column, path, finding.message, finding.rule, finding.severity
+    )
 
 
 __all__ = ["Finding", "place_finding"]

@@ -73,8 +73,9 @@ def _one_of(error: ValidationError, path: JsonPath) -> Iterator[Finding]:
             if s.validator == "const" and list(s.relative_schema_path)[-3:-1] == _TYPE_PROPERTY
         }
         picked = [
-            s for s in context if s.relative_schema_path
-            and s.relative_schema_path[0] not in wrong_type
+            s
+            for s in context
+            if s.relative_schema_path and s.relative_schema_path[0] not in wrong_type
         ]
         if not picked:  # unknown type: the `enum` error on `type` already says so
             return
@@ -97,8 +98,11 @@ def explain_error(error: ValidationError) -> Iterator[Finding]:
     schema_path = list(error.schema_path)
     if "propertyNames" in schema_path:
         what = "layer" if "ratios" in path else "process"
-        yield Finding((*path, str(instance)), f"{instance!r} is not a valid {what} name "
-                      f"(must match {error.validator_value})", "schema.pattern")
+        yield Finding(
+            (*path, str(instance)),
+            f"{instance!r} is not a valid {what} name (must match {error.validator_value})",
+            "schema.pattern",
+        )
     elif kind == "additionalProperties":
         yield from _unknown_keys(error, path)
     elif kind == "oneOf":

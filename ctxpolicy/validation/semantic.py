@@ -34,19 +34,24 @@ def check_order(policy: Policy) -> Iterator[Finding]:
     seen: set[str] = set()
     for index, name in enumerate(order):
         if name in seen:
-            yield Finding(("order", index), f"{name!r} appears more than once in order",
-                          "order.duplicate")
+            yield Finding(
+                ("order", index), f"{name!r} appears more than once in order", "order.duplicate"
+            )
         seen.add(name)
     if not order or order[0] != SYSTEM_PROMPT:
         where = ("order", 0) if order else ("order",)
-        yield Finding(where, "order must start with 'system_prompt'",
-                      "order.starts-with-system-prompt")
+        yield Finding(
+            where, "order must start with 'system_prompt'", "order.starts-with-system-prompt"
+        )
     if not order or order[-1] != QUERY:
         where = ("order", len(order) - 1) if order else ("order",)
         yield Finding(where, "order must end with 'query'", "order.ends-with-query")
     if CHECKPOINT_MESSAGES not in order:
-        yield Finding(("order",), "order must contain 'checkpoint_messages'",
-                      "order.missing-checkpoint-messages")
+        yield Finding(
+            ("order",),
+            "order must contain 'checkpoint_messages'",
+            "order.missing-checkpoint-messages",
+        )
 
 
 def check_layers_in_order(policy: Policy) -> Iterator[Finding]:
@@ -60,14 +65,19 @@ def check_layers_in_order(policy: Policy) -> Iterator[Finding]:
     for name in policy.layers:
         used.add(name)
         if name not in ordered:
-            yield Finding(("layers", name), f"layer {name!r} is configured but not in order",
-                          "order.layer-not-in-order")
+            yield Finding(
+                ("layers", name),
+                f"layer {name!r} is configured but not in order",
+                "order.layer-not-in-order",
+            )
     for name in policy.budget.ratios:
         used.add(name)
         if name not in ordered:
-            yield Finding(("budget", "ratios", name),
-                          f"ratio for {name!r}, which is not a layer in order",
-                          "budget.ratio-not-in-order")
+            yield Finding(
+                ("budget", "ratios", name),
+                f"ratio for {name!r}, which is not a layer in order",
+                "budget.ratio-not-in-order",
+            )
     # the default processes name the built-in layers; a policy whose order
     # leaves some of them out and keeps the defaults simply never injects them
     explicit = "processes" in policy.model_fields_set
@@ -76,39 +86,50 @@ def check_layers_in_order(policy: Policy) -> Iterator[Finding]:
             for index, name in enumerate(getattr(rule, key)):
                 used.add(name)
                 if name not in ordered:
-                    yield Finding(("processes", process, key, index),
-                                  f"process {process!r} {key}s {name!r}, which is not in order",
-                                  f"process.{key}-unknown")
+                    yield Finding(
+                        ("processes", process, key, index),
+                        f"process {process!r} {key}s {name!r}, which is not in order",
+                        f"process.{key}-unknown",
+                    )
     for index, name in enumerate(policy.order):
         # the built-in layers have a known source (state, runtime contexts=, the summarizer)
         if is_block_layer(name) and name not in used and name not in DEFAULT_ORDER:
-            yield Finding(("order", index),
-                          f"block layer {name!r} is in order but has no collector, ratio or "
-                          "process rule (its text can only come from contexts=)",
-                          "order.unused-layer", severity="warning")
+            yield Finding(
+                ("order", index),
+                f"block layer {name!r} is in order but has no collector, ratio or "
+                "process rule (its text can only come from contexts=)",
+                "order.unused-layer",
+                severity="warning",
+            )
 
 
 def check_budget(policy: Policy) -> Iterator[Finding]:
     """The ratios sum to at most 1."""
     total = sum(policy.budget.ratios.values())
     if total > RATIO_SUM_LIMIT:
-        yield Finding(("budget", "ratios"), f"ratios sum to {total:.4g}, more than 1.0",
-                      "budget.ratios-sum")
+        yield Finding(
+            ("budget", "ratios"), f"ratios sum to {total:.4g}, more than 1.0", "budget.ratios-sum"
+        )
 
 
 def check_persistence(policy: Policy) -> Iterator[Finding]:
     """framework__context, system_prompt and query never persist; system_prompt never shared."""
-    rules = {FRAMEWORK: "persist.framework", SYSTEM_PROMPT: "persist.system-prompt",
-             QUERY: "persist.query"}
+    rules = {
+        FRAMEWORK: "persist.framework",
+        SYSTEM_PROMPT: "persist.system-prompt",
+        QUERY: "persist.query",
+    }
     for name, rule in rules.items():
         spec = policy.layers.get(name)
         if spec is not None and spec.persist:
             yield Finding(("layers", name, "persist"), f"{name} may never be persisted", rule)
     prompt = policy.layers.get(SYSTEM_PROMPT)
     if prompt is not None and prompt.shared:
-        yield Finding(("layers", SYSTEM_PROMPT, "shared"),
-                      "system_prompt is private to its agent and may never be shared",
-                      "shared.system-prompt")
+        yield Finding(
+            ("layers", SYSTEM_PROMPT, "shared"),
+            "system_prompt is private to its agent and may never be shared",
+            "shared.system-prompt",
+        )
 
 
 def check_state_persistence(policy: Policy) -> Iterator[Finding]:
@@ -152,23 +173,34 @@ def check_processes(policy: Policy) -> Iterator[Finding]:
     for name, rule in policy.processes.items():
         base = ("processes", name)
         if name.startswith("mapreduce_") and rule.checkpoint_messages:
-            yield Finding((*base, "checkpoint_messages"),
-                          f"process {name!r} is a MapReduce process and must not receive "
-                          "checkpoint_messages (set checkpoint_messages: false)",
-                          "process.mapreduce-history")
+            yield Finding(
+                (*base, "checkpoint_messages"),
+                f"process {name!r} is a MapReduce process and must not receive "
+                "checkpoint_messages (set checkpoint_messages: false)",
+                "process.mapreduce-history",
+            )
         overlap = set(rule.include) & set(rule.exclude)
         for index, layer in enumerate(rule.exclude):
             if layer in overlap:
-                yield Finding((*base, "exclude", index),
-                              f"{layer!r} is both included and excluded", "process.include-exclude")
+                yield Finding(
+                    (*base, "exclude", index),
+                    f"{layer!r} is both included and excluded",
+                    "process.include-exclude",
+                )
         if rule.query == "checkpoint" and not rule.checkpoint_messages:
-            yield Finding((*base, "query"),
-                          f"process {name!r} takes its query from the checkpoint but receives "
-                          "no checkpoint_messages; use query: runtime", "process.query-path")
+            yield Finding(
+                (*base, "query"),
+                f"process {name!r} takes its query from the checkpoint but receives "
+                "no checkpoint_messages; use query: runtime",
+                "process.query-path",
+            )
     if policy.default_process not in policy.processes:
-        yield Finding(("default_process",),
-                      f"default_process {policy.default_process!r} is not a declared process "
-                      f"({', '.join(sorted(policy.processes))})", "process.default-missing")
+        yield Finding(
+            ("default_process",),
+            f"default_process {policy.default_process!r} is not a declared process "
+            f"({', '.join(sorted(policy.processes))})",
+            "process.default-missing",
+        )
 
 
 RULES: tuple[Rule, ...] = (

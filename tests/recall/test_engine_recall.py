@@ -223,3 +223,19 @@ def test_recall_takes_the_room_the_history_leaves_without_moving_its_cut(long_se
     assert report.layer("checkpoint_messages").messages == (
         empty.report.layer("checkpoint_messages").messages
     )
+
+
+def test_an_engine_with_a_smaller_window_shares_the_warm_index(long_session) -> None:
+    engine = PolicyEngine.from_file(long_session(window=8000))
+    history = session(100, facts={2: "10:17 the artifact digest is sha-51f0"})
+    ask(engine, history, "artifact digest?")
+    smaller = engine.with_context_window(6000)
+    assert smaller.plan("react").available_tokens < engine.plan("react").available_tokens
+    result = ask(smaller, history, "artifact digest?", qid="q2")
+    notes = " ".join(result.report.layer("recall__context").notes)
+    assert "1 new message(s) indexed" in notes  # only the new query: the index was warm
+    assert "sha-51f0" in prompt_text(result.messages)
+    with pytest.raises(ValueError, match="> 0"):
+        engine.with_context_window(0)
+    with pytest.raises(TypeError, match="int"):
+        engine.with_context_window(1.5)  # type: ignore[arg-type]
