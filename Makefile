@@ -19,6 +19,7 @@ demo: $(STAMP)
 		--query "Count the rows of dwd.orders_daily for 2024-06-01"
 	$(BIN)/ctxpolicy preview policies/docs-demo.yaml --process mapreduce_worker \
 		--query "Which schema should a revenue query use?"
+	$(BIN)/python examples/long_session.py
 
 lint: $(STAMP)
 	$(BIN)/ruff check ctxpolicy tests examples benchmarks docs
