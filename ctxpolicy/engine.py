@@ -33,13 +33,14 @@ from ctxpolicy.compose import (
     message_factory,
 )
 from ctxpolicy.errors import CollectorError
-from ctxpolicy.layers import CHECKPOINT_MESSAGES, COMPRESSION
+from ctxpolicy.layers import CHECKPOINT_MESSAGES, COMPRESSION, QUERY
 from ctxpolicy.plan import LayerPlan, PlannedLayer, plan_layers
 from ctxpolicy.report import ComposeReport, LayerCut, LayerSource, SkippedCollector
 
 if TYPE_CHECKING:
     from langchain_core.messages import BaseMessage
 
+    from ctxpolicy.blocks.inline import QueryReference
     from ctxpolicy.collectors.run import CollectOutcome
     from ctxpolicy.policy import Policy
     from ctxpolicy.recall.recaller import Recaller, RecallRequest, RecallResult
@@ -96,6 +97,14 @@ class _Call:
     recall_layers: tuple[PlannedLayer, ...] = ()
     recall_query: str | None = None
     thread_id: str | None = None
+    references: tuple[QueryReference, ...] = ()
+    #: (stored message, its prompt copy): the input with references expanded, dismissed
+    #: messages shown as placeholders; a compacted history maps back to the stored ones
+    swapped_input: tuple[tuple[BaseMessage, BaseMessage], ...] = ()
+    #: dismissals applied to the history (``checkpoint_messages.curate``), for the report
+    curated: tuple[str, ...] = ()
+    #: the history as stored (``history`` may show the input expanded)
+    source_history: Sequence[BaseMessage] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -337,6 +346,93 @@ async def asummarize_history(
     return _summary_text(value)
 
 
+class _SwappedHistory(Sequence["BaseMessage"]):
+    """``history`` with the message at ``index`` replaced, without copying the history."""
+
+    __slots__ = ("_history", "_index", "_message")
+
+    def __init__(self, history: Sequence[BaseMessage], index: int, message: BaseMessage) -> None:
+        self._history, self._index, self._message = history, index, message
+
+    def __len__(self) -> int:
+        return len(self._history)
+
+    @overload
+    def __getitem__(self, index: int) -> BaseMessage: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> tuple[BaseMessage, ...]: ...
+
+    def __getitem__(self, index: int | slice) -> BaseMessage | tuple[BaseMessage, ...]:
+        if isinstance(index, slice):
+            return tuple(self[i] for i in range(*index.indices(len(self._history))))
+        position = index.__index__()
+        if position < 0:
+            position += len(self._history)
+        return self._message if position == self._index else self._history[index]
+
+
+def _curated_history(
+    policy: Policy, history: Sequence[BaseMessage]
+) -> tuple[Sequence[BaseMessage], tuple[str, ...], list[tuple[BaseMessage, BaseMessage]]]:
+    """``history`` with the ``dismiss_memory`` dismissals recorded in it applied.
+
+    Only with ``layers.checkpoint_messages.curate: true``. A dismissal is a
+    ``dismiss_memory`` tool call answered by a ToolMessage that is not an error; it
+    lives in the history, so it survives every checkpoint restore. Returns the curated
+    history, the dismissed targets and the (stored, shown) pairs.
+    """
+    spec = policy.layers.get(CHECKPOINT_MESSAGES)
+    if not history or spec is None or not spec.curate:
+        return history, (), []
+    from ctxpolicy.blocks.curation import curated_by_tool_calls
+
+    curated, log = curated_by_tool_calls(history)
+    pairs = [(a, b) for a, b in zip(history, curated, strict=True) if a is not b]
+    return curated, tuple(dict.fromkeys(r.target_id for r in log.records)), pairs
+
+
+def _curation_note(targets: Sequence[str]) -> str:
+    return (
+        f"curated: {len(targets)} dismissed message(s) shown as placeholders ({', '.join(targets)})"
+    )
+
+
+def _expand_query_references(
+    policy: Policy, plan: LayerPlan, query: str
+) -> tuple[str, tuple[QueryReference, ...]]:
+    """``query`` with the inline references of ``layers.query.references`` resolved.
+
+    Raises:
+        CollectorError: (``on_error: fail``) a reference escapes the root or points at
+            nothing; the message names it.
+    """
+    from ctxpolicy.blocks.errors import BlocksError
+    from ctxpolicy.blocks.inline import expand_query
+    from ctxpolicy.blocks.sandbox import resolve_root
+    from ctxpolicy.tokens import get_tokenizer
+
+    spec = policy.layers[QUERY].references
+    assert spec is not None
+    base = policy.layer_base_dir(QUERY)
+
+    def root() -> Path:
+        if base is None:
+            raise BlocksError(
+                f"references root {spec.root!r} is relative to the policy file, but this "
+                "policy was not loaded from a file"
+            )
+        return resolve_root(spec.root, base_dir=base)
+
+    try:
+        expanded = expand_query(
+            query, root, on_error=spec.on_error, count_tokens=get_tokenizer(plan.tokenizer).count
+        )
+    except BlocksError as exc:
+        raise CollectorError(QUERY, str(exc)) from exc
+    return expanded.text, expanded.references
+
+
 class PolicyEngine:
     """Composes the input messages of every LLM call from one policy.
 
@@ -499,8 +595,25 @@ class PolicyEngine:
                 history = _as_messages(state.get("messages"), argument="state['messages']")
         else:
             history = ()
+        source_history = history
+        history, curated, swapped = _curated_history(self._policy, history)
         input_message = check_query_path(plan, query, history)
         effective_query = query if input_message is None else _text_of(input_message)
+        references: tuple[QueryReference, ...] = ()
+        spec = self._policy.layers.get(QUERY)
+        if spec is not None and spec.references is not None and effective_query:
+            text, references = _expand_query_references(self._policy, plan, effective_query)
+            if text != effective_query and input_message is None:
+                query = text
+            elif text != effective_query and input_message is not None:
+                # the prompt gets the expanded copy; state keeps the stored message
+                shown = input_message.model_copy(update={"content": text})
+                stored = next((a for a, b in swapped if b is input_message), input_message)
+                swapped.append((stored, shown))
+                index = next(
+                    i for i in range(len(history) - 1, -1, -1) if history[i] is input_message
+                )
+                history = _SwappedHistory(history, index, shown)
         merged = self._merged_services(services)
         requests = self._requests(
             plan, state=state, query=effective_query, services=merged, skip=overrides
@@ -528,6 +641,10 @@ class PolicyEngine:
             recall_layers=recall_layers,
             recall_query=effective_query,
             thread_id=thread_id,
+            references=references,
+            swapped_input=tuple(swapped),
+            source_history=source_history,
+            curated=curated,
         )
 
     # ------------------------------------------------------------------ collection
@@ -659,6 +776,25 @@ class PolicyEngine:
                 warnings=warnings,
                 summarized=report.summarized or summary is not None,
             )
+        if call.references:
+            report = self._with_references(report, call.references)
+        if call.curated:
+            report = dataclasses.replace(
+                report,
+                layers=tuple(
+                    dataclasses.replace(
+                        layer,
+                        notes=(*layer.notes, _curation_note(call.curated)),
+                    )
+                    if layer.name == CHECKPOINT_MESSAGES
+                    else layer
+                    for layer in report.layers
+                ),
+            )
+        if compacted is not None and call.swapped_input:
+            # never write an expanded query or a placeholder to state
+            stored_of = {id(shown): stored for stored, shown in call.swapped_input}
+            compacted = [stored_of.get(id(m), m) for m in compacted]
         persist: dict[str, str] = {}
         for layer in call.plan.layers:
             if layer.kind != "block" or not layer.persist:
@@ -678,6 +814,28 @@ class PolicyEngine:
             persist=persist,
             compacted_history=(
                 tuple(compacted) if persisted_summary and compacted is not None else None
+            ),
+        )
+
+    @staticmethod
+    def _with_references(
+        report: ComposeReport, references: tuple[QueryReference, ...]
+    ) -> ComposeReport:
+        """The report with the query's inline references on the query layer."""
+        names = [layer.name for layer in report.layers]
+        target = QUERY if QUERY in names else CHECKPOINT_MESSAGES
+        notes = tuple(
+            f"reference {r.ref} skipped (on_error: skip): {r.error}"
+            for r in references
+            if r.error is not None
+        )
+        return dataclasses.replace(
+            report,
+            layers=tuple(
+                dataclasses.replace(layer, references=references, notes=(*layer.notes, *notes))
+                if layer.name == target
+                else layer
+                for layer in report.layers
             ),
         )
 
@@ -900,7 +1058,7 @@ class PolicyEngine:
                 RecallRequest(
                     layer=layer.name,
                     query=call.recall_query,
-                    history=call.history,
+                    history=call.history if call.source_history is None else call.source_history,
                     kept_from=kept_from,
                     prompt_text=prompt_text,
                     cap_tokens=max(0, cap - overhead),

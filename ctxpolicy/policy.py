@@ -284,6 +284,17 @@ def allowed_overflows(layer: str) -> tuple[str, ...]:
     return _OVERFLOW_BY_KIND[layer_kind(layer)]
 
 
+class QueryReferencesSpec(_Frozen):
+    """``layers.query.references``: resolve ``[file:s:e]`` / ``[file#a/b]`` in the query.
+
+    ``root`` is relative to the policy file that declares it and must stay inside its
+    folder (the ``files`` collector's rule); see docs/files.md.
+    """
+
+    root: Annotated[str, Field(min_length=1)]
+    on_error: Literal["fail", "skip"] = "fail"
+
+
 class LayerSpec(_Frozen):
     """How one layer behaves. Unset fields take the defaults of the layer's kind."""
 
@@ -292,6 +303,8 @@ class LayerSpec(_Frozen):
     role: Role | None = None
     overflow: OverflowName | None = None
     collector: CollectorSpec | None = None
+    references: QueryReferencesSpec | None = None
+    curate: StrictBool | None = None
     description: str | None = None
 
 
@@ -321,9 +334,9 @@ class BudgetSpec(_Frozen):
     """Token budget: output reserve and per-layer ratios of the available window."""
 
     output_reserve: Annotated[JsonFloat, Field(ge=0, le=0.9)] = 0.10
-    ratios: Annotated[
-        Mapping[LayerName, Annotated[JsonFloat, Field(ge=0, le=1)]], *_FROZEN
-    ] = Field(default_factory=lambda: MappingProxyType({}))
+    ratios: Annotated[Mapping[LayerName, Annotated[JsonFloat, Field(ge=0, le=1)]], *_FROZEN] = (
+        Field(default_factory=lambda: MappingProxyType({}))
+    )
     redistribute: StrictBool = True
 
 
@@ -422,6 +435,10 @@ class Policy(_Frozen):
                 )
             if kind != "block" and spec.collector is not None:
                 raise ValueError(f"layers.{name}: only __context block layers take a collector")
+            if name != QUERY and spec.references is not None:
+                raise ValueError(f"layers.{name}: only the query layer takes 'references'")
+            if name != CHECKPOINT_MESSAGES and spec.curate is not None:
+                raise ValueError(f"layers.{name}: only checkpoint_messages takes 'curate'")
         return value
 
     @field_validator("processes")
@@ -526,6 +543,7 @@ __all__ = [
     "ModelSpec",
     "Policy",
     "ProcessRule",
+    "QueryReferencesSpec",
     "RecallCollectorSpec",
     "RecallWeights",
     "ResolvedLayer",

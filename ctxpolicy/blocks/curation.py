@@ -106,9 +106,7 @@ class CurationLog:
                 by = entry["by"]
                 if by not in ("model", "user"):
                     raise BlocksError(f"curation log[{index}].by must be 'model' or 'user'")
-                records.append(
-                    Dismissal(str(entry["target_id"]), str(entry["summary"]), by, index)
-                )
+                records.append(Dismissal(str(entry["target_id"]), str(entry["summary"]), by, index))
             except KeyError as exc:
                 raise BlocksError(f"curation log[{index}] lacks {exc.args[0]!r}") from None
         return cls(records)
@@ -170,9 +168,54 @@ def curate_messages(messages: Sequence[BaseMessage], log: CurationLog) -> list[B
 def unmatched_dismissals(messages: Sequence[BaseMessage], log: CurationLog) -> list[Dismissal]:
     """Dismissals whose target is not in ``messages`` (to report, never to ignore silently)."""
     ids = {m.id for m in messages if m.id} | {
-        m.tool_call_id for m in messages if getattr(m, "tool_call_id", None)  # type: ignore[attr-defined]
+        m.tool_call_id  # type: ignore[attr-defined]
+        for m in messages
+        if getattr(m, "tool_call_id", None)
     }
     return [r for r in log.records if r.target_id not in ids]
+
+
+DISMISS_MEMORY = "dismiss_memory"
+
+
+def dismissals_from_history(messages: Sequence[BaseMessage]) -> CurationLog:
+    """The dismissals a model made with ``dismiss_memory`` inside a conversation.
+
+    Each ``dismiss_memory`` tool call answered by a ToolMessage that is not an error
+    is one dismissal (by ``model``). In a LangGraph graph they live in the checkpointed
+    history itself, so they survive a restore without a state key of their own.
+    """
+    calls: dict[str, Mapping[str, Any]] = {}
+    log = CurationLog()
+    for message in messages:
+        for call in getattr(message, "tool_calls", None) or ():
+            if call.get("name") == DISMISS_MEMORY and call.get("id"):
+                calls[call["id"]] = call.get("args") or {}
+        call_id = getattr(message, "tool_call_id", None)
+        if call_id in calls and getattr(message, "status", "success") != "error":
+            args = calls.pop(call_id)
+            try:
+                log.dismiss(
+                    str(args.get("target_message_id", "")),
+                    summary=str(args.get("summary", "")),
+                    by="model",
+                )
+            except BlocksError:  # the tool refused it too
+                continue
+    return log
+
+
+def curated_by_tool_calls(
+    messages: Sequence[BaseMessage],
+) -> tuple[list[BaseMessage], CurationLog]:
+    """`curate_messages` with the dismissals of `dismissals_from_history`.
+
+    Messages not dismissed are the same objects as in ``messages``.
+    """
+    log = dismissals_from_history(messages)
+    if not log.records:
+        return list(messages), log
+    return curate_messages(messages, log), log
 
 
 def create_dismiss_memory_tool(log: CurationLog) -> StructuredTool:

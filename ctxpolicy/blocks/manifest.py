@@ -67,7 +67,10 @@ from ctxpolicy.blocks.sandbox import (
 if TYPE_CHECKING:
     from langchain_core.messages import BaseMessage
 
+    from ctxpolicy.compose import Composition
+    from ctxpolicy.plan import LayerPlan
     from ctxpolicy.policy import Policy
+    from ctxpolicy.report import LayerSource
 
 PROFILE_LAYER = "profile__context"
 MANIFEST_PROCESS = "manifest"
@@ -403,27 +406,55 @@ def emit_messages(
         BudgetExceededError: a layer with overflow ``error`` does not fit.
         QueryPathError, ValueError: the policy cannot carry this manifest.
     """
+    _, composition = emit_composition(
+        system_prompt=system_prompt,
+        profile=profile,
+        formatted=formatted,
+        policy=policy,
+        process=process,
+        profile_layer=profile_layer,
+    )
+    return list(composition.messages)
+
+
+def emit_composition(
+    *,
+    system_prompt: str,
+    profile: Sequence[ResolvedReference],
+    formatted: FormattedContext,
+    policy: Policy | None = None,
+    process: str | None = None,
+    profile_layer: str = PROFILE_LAYER,
+) -> tuple[LayerPlan, Composition]:
+    """`emit_messages` with its plan and the whole `Composition` (messages and report).
+
+    What ``ctxpolicy compile`` renders; same arguments and errors as `emit_messages`.
+    """
     from langchain_core.messages import HumanMessage
 
-    from ctxpolicy.compose import compose_messages
+    from ctxpolicy.compose import compose_layers
     from ctxpolicy.plan import plan_layers
 
     effective = policy if policy is not None else manifest_policy()
     plan = plan_layers(effective, process or effective.default_process)
     profile_text = PIECE_SEPARATOR.join(piece.format() for piece in profile)
     contexts = {profile_layer: profile_text} if profile_text else None
+    sources: dict[str, LayerSource] = {profile_layer: "collector"} if profile_text else {}
     if plan.query_path == "checkpoint":
         history = [*formatted.history, HumanMessage(content=formatted.user_message)]
-        return compose_messages(
-            plan, system_prompt=system_prompt, checkpoint_messages=history, contexts=contexts
-        )
-    return compose_messages(
+        query: str | None = None
+    else:
+        history, query = list(formatted.history), formatted.user_message
+    composition = compose_layers(
         plan,
         system_prompt=system_prompt,
-        checkpoint_messages=formatted.history,
+        checkpoint_messages=history,
         contexts=contexts,
-        query=formatted.user_message,
+        query=query,
+        sources=sources,
+        request_summary=False,
     )
+    return plan, composition
 
 
 # --------------------------------------------------------------------------- all together
@@ -503,6 +534,7 @@ __all__ = [
     "ManifestSources",
     "SystemPromptSource",
     "compile_manifest",
+    "emit_composition",
     "emit_messages",
     "format_messages",
     "load_manifest",

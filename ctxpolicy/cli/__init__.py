@@ -24,6 +24,7 @@ VERBS: tuple[str, ...] = (
     "show",
     "schema",
     "preview",
+    "compile",
     "set",
     "diff",
     "init",
@@ -58,6 +59,7 @@ examples:
   ctxpolicy validate policies/ --format github
   ctxpolicy show policies/teams/data-platform.yaml --explain
   ctxpolicy preview policies/base.yaml --process react --state examples/state.json
+  ctxpolicy compile examples/context-config.json --root examples/docs
   ctxpolicy COMMAND --help
 """
 

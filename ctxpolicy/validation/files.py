@@ -107,8 +107,14 @@ def check_files(policy: Policy) -> list[Finding]:
             if target is None:
                 findings.append(Finding(where, reason, rule or "path.outside"))
             elif not target.is_dir():
-                findings.append(Finding(where, f"references root {_shown(target)} is not a folder",
-                                        "files.root-missing", severity="warning"))
+                findings.append(
+                    Finding(
+                        where,
+                        f"references root {_shown(target)} is not a folder",
+                        "files.root-missing",
+                        severity="warning",
+                    )
+                )
         collector = spec.collector
         if collector is None:
             continue

@@ -1,0 +1,216 @@
+"""``ctxpolicy compile CONTEXT_CONFIG.json``: compile a context manifest and show the messages.
+
+A manifest (docs/design.md, 'Files as context'; `ctxpolicy.blocks.manifest`) names
+every input of one LLM call by handle: prompt files, profile blocks, the history
+file, the query with inline references. This verb compiles it through the engine's
+planner and composer and shows the result like ``preview`` does (the same renderers:
+``--format text|json|html``, ``-o`` written atomically). Errors are one line each,
+``FILE:LINE:COL: MESSAGE [RULE]`` when the place is known; exit 0 compiled, 1 invalid
+manifest or a handle that points at nothing, 2 unreadable input or bad usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+HELP = "compile a context manifest (context-config.json) and show its messages like preview"
+EXAMPLES = """examples:
+  ctxpolicy compile examples/context-config.json --root examples/docs
+  ctxpolicy compile examples/context-config.json --root examples/docs --format json
+  ctxpolicy compile data/context-config.json --root data --session s1 --format html -o call.html
+  ctxpolicy compile context-config.json --policy budget.yaml --process manifest
+"""
+
+EXIT_OK, EXIT_INVALID, EXIT_USAGE = 0, 1, 2
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add the arguments of ``ctxpolicy compile``."""
+    parser.add_argument("manifest", metavar="CONTEXT_CONFIG", help="context manifest (JSON)")
+    parser.add_argument(
+        "--root",
+        metavar="DIR",
+        help="data folder the handles resolve in; nothing outside it is read "
+        "(default: the manifest's folder)",
+    )
+    parser.add_argument(
+        "--session", metavar="DIR", help="session folder inside the root (session files)"
+    )
+    parser.add_argument(
+        "--policy",
+        metavar="POLICY",
+        help="policy file for budget and order (default: the built-in manifest policy)",
+    )
+    parser.add_argument("--process", "-p", default=None, help="process (default: the policy's)")
+    parser.add_argument(
+        "--format",
+        choices=("text", "json", "html"),
+        default="text",
+        help="text (coloured on a terminal), json, or a self-contained html page",
+    )
+    parser.add_argument(
+        "--output",
+        "-o",
+        metavar="FILE",
+        help="write the result to FILE (atomically) instead of standard output",
+    )
+
+
+def _err(line: str) -> None:
+    sys.stderr.write(line + "\n")
+
+
+def _locate(text: str, needle: str) -> tuple[int, int] | None:
+    """Line and column (1-based) of the first ``"needle"`` in the manifest text."""
+    match = re.search(re.escape(json.dumps(needle, ensure_ascii=False)), text)
+    if match is None:
+        match = re.search(re.escape(needle), text)
+    if match is None:
+        return None
+    line = text.count("\n", 0, match.start()) + 1
+    column = match.start() - (text.rfind("\n", 0, match.start()) + 1) + 1
+    return line, column
+
+
+def _problem(file: str, text: str | None, needle: str | None, message: str, rule: str) -> str:
+    where = _locate(text, needle) if text is not None and needle else None
+    place = f"{file}:{where[0]}:{where[1]}" if where else file
+    return f"{place}: {message} [{rule}]"
+
+
+_JSON_POSITION = re.compile(r":(\d+):(\d+): not JSON: ")
+
+
+def _manifest_error(file: str, text: str | None, message: str) -> str:
+    """A `ManifestError` message as ``FILE:LINE:COL: ... [rule]``."""
+    found = _JSON_POSITION.search(message)
+    if found is not None:
+        detail = message[found.end() :]
+        return f"{file}:{found.group(1)}:{found.group(2)}: not JSON: {detail} [manifest.json]"
+    detail = message.split(": invalid context manifest: ", 1)[-1]
+    key = detail.split(".", 1)[0].split(":", 1)[0].strip()
+    return _problem(
+        file, text, key or None, f"invalid context manifest: {detail}", "manifest.schema"
+    )
+
+
+def run(args: argparse.Namespace) -> int:  # noqa: PLR0911 - one exit per kind of error
+    """Run ``ctxpolicy compile``; exit 0 ok, 1 invalid or unresolvable, 2 unreadable input."""
+    from ctxpolicy.blocks.errors import (
+        BlocksError,
+        FileAccessError,
+        ManifestError,
+        PathEscapeError,
+    )
+    from ctxpolicy.blocks.manifest import (
+        emit_composition,
+        format_messages,
+        load_manifest,
+        merge_references,
+        read_sources,
+        resolve_sources,
+        select_blocks,
+    )
+    from ctxpolicy.cli.preview import _stdout_wants_color, emit, render_preview
+    from ctxpolicy.engine import ComposeResult
+    from ctxpolicy.errors import (
+        BudgetExceededError,
+        CtxPolicyError,
+        PolicyValidationError,
+        QueryPathError,
+        UnknownProcessError,
+    )
+
+    file = str(args.manifest)
+    path = Path(file)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = getattr(exc, "strerror", None) or str(exc)
+        rule = "file.missing" if isinstance(exc, FileNotFoundError) else "file.unreadable"
+        _err(f"{file}: cannot read: {reason} [{rule}]")
+        return EXIT_USAGE
+    policy = None
+    if args.policy is not None:
+        from ctxpolicy.cli.reporters import format_issue
+        from ctxpolicy.loading import load_policy
+
+        try:
+            policy = load_policy(args.policy)
+        except PolicyValidationError as exc:
+            for issue in exc.issues:
+                _err(format_issue(issue))
+            unreadable = any(i.rule in ("file.missing", "file.unreadable") for i in exc.issues)
+            return EXIT_USAGE if unreadable else EXIT_INVALID
+    root = args.root if args.root is not None else (str(path.parent) or ".")
+    try:
+        manifest = load_manifest(path)
+        sources = read_sources(manifest, root=root, session_dir=args.session)
+        formatted = format_messages(
+            manifest, sources, user_message=merge_references(manifest, sources)
+        )
+        plan, composition = emit_composition(
+            system_prompt=resolve_sources(manifest, sources),
+            profile=select_blocks(manifest, sources),
+            formatted=formatted,
+            policy=policy,
+            process=args.process,
+        )
+    except ManifestError as exc:
+        _err(_manifest_error(file, text, str(exc)))
+        return EXIT_INVALID
+    except PathEscapeError as exc:
+        _err(_problem(file, text, exc.path, str(exc), "path.outside"))
+        return EXIT_INVALID
+    except FileAccessError as exc:
+        needle = exc.path.rsplit("/", 1)[-1]
+        _err(_problem(file, text, needle, str(exc), "file.missing"))
+        return EXIT_INVALID
+    except BlocksError as exc:  # a reference or profile block that points at nothing
+        block = getattr(exc, "block_id", None)
+        found = block if isinstance(block, str) else _first_quoted(str(exc))
+        _err(_problem(file, text, found, str(exc), "manifest.reference"))
+        return EXIT_INVALID
+    except BudgetExceededError as exc:
+        _err(f"{file}: {exc} [budget.exceeded]")
+        return EXIT_INVALID
+    except (QueryPathError, UnknownProcessError, ValueError) as exc:
+        _err(f"ctxpolicy compile: {exc}")
+        return EXIT_USAGE
+    except CtxPolicyError as exc:
+        _err(f"{file}: {exc} [manifest.compile]")
+        return EXIT_INVALID
+    result = ComposeResult(
+        messages=list(composition.messages), report=composition.report, persist={}
+    )
+    from ctxpolicy.blocks.manifest import manifest_policy
+
+    rendered = render_preview(
+        result,
+        plan,
+        policy=policy if policy is not None else manifest_policy(),
+        source=file,
+        fmt=args.format,
+        color=args.output is None and _stdout_wants_color(),
+    )
+    return emit(rendered, output=args.output)
+
+
+def _first_quoted(message: str) -> str | None:
+    found = re.search(r"'([^']+)'", message)
+    return found.group(1) if found else None
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``ctxpolicy compile ARGS`` (the same exit codes and error handling as the CLI)."""
+    from ctxpolicy.cli import main as cli_main
+
+    return cli_main(["compile", *(sys.argv[1:] if argv is None else argv)])
+
+
+__all__ = ["EXAMPLES", "HELP", "add_arguments", "main", "run"]
