@@ -242,6 +242,11 @@ def summary_prompt(
     return [SystemMessage(SUMMARY_INSTRUCTIONS), HumanMessage(body)]
 
 
+def _check_thread_id(thread_id: object) -> None:
+    if thread_id is not None and not isinstance(thread_id, str):
+        raise TypeError(f"thread_id must be a str or None, got {type(thread_id).__name__}")
+
+
 def _kept_from(history: Sequence[BaseMessage], kept: Sequence[BaseMessage]) -> int:
     """Position in ``history`` of the oldest message of ``kept`` (its cut, repairs aside).
 
@@ -444,7 +449,7 @@ class PolicyEngine:
     The engine is immutable after construction and safe to share across threads.
     """
 
-    __slots__ = ("_plans", "_policy", "_recall_lock", "_recallers", "_services")
+    __slots__ = ("_memories", "_plans", "_policy", "_recall_lock", "_recallers", "_services")
 
     def __init__(self, policy: Policy, *, services: Mapping[str, Any] | None = None) -> None:
         from ctxpolicy.policy import Policy
@@ -458,6 +463,8 @@ class PolicyEngine:
         )
         # one index per recall layer, opened on first use and kept for later calls
         self._recallers: dict[str, Recaller] = {}
+        # memory layers with ``tiers`` and no service: one memory per (layer, thread)
+        self._memories: dict[tuple[str, str], Any] = {}
         self._recall_lock = threading.Lock()
 
     @classmethod
@@ -503,6 +510,7 @@ class PolicyEngine:
             self._policy.model_copy(update={"model": model}), services=self._services
         )
         other._recallers = self._recallers  # one index per recall layer, shared
+        other._memories = self._memories
         other._recall_lock = self._recall_lock
         return other
 
@@ -615,9 +623,6 @@ class PolicyEngine:
                 )
                 history = _SwappedHistory(history, index, shown)
         merged = self._merged_services(services)
-        requests = self._requests(
-            plan, state=state, query=effective_query, services=merged, skip=overrides
-        )
         recall_layers = tuple(
             layer
             for layer in plan.layers
@@ -625,10 +630,19 @@ class PolicyEngine:
             and layer.collector.type == RECALL
             and layer.name not in overrides
         )
-        if thread_id is not None and not isinstance(thread_id, str):
-            raise TypeError(f"thread_id must be a str or None, got {type(thread_id).__name__}")
-        if recall_layers and thread_id is None:
+        _check_thread_id(thread_id)
+        owned = [
+            layer.name
+            for layer in plan.layers
+            if self._owns_memory(layer.name, merged, state) and layer.name not in overrides
+        ]
+        if (recall_layers or owned) and thread_id is None:
             thread_id = _langgraph_thread_id()
+        if owned:
+            merged = self._with_owned_memories(owned, merged, history, thread_id=thread_id)
+        requests = self._requests(
+            plan, state=state, query=effective_query, services=merged, skip=overrides
+        )
         return _Call(
             plan=plan,
             system_prompt=system_prompt,
@@ -1068,6 +1082,63 @@ class PolicyEngine:
                 ),
             )
 
+    def _owns_memory(
+        self, layer: str, services: Mapping[str, Any], state: Mapping[str, Any]
+    ) -> bool:
+        """Whether the engine keeps layer ``layer``'s memory itself (``tiers``, no service)."""
+        spec = self._policy.layer(layer).collector
+        return (
+            spec is not None
+            and spec.type == "memory"
+            and spec.tiers is not None
+            and spec.service not in services
+            and spec.service not in state
+        )
+
+    def _with_owned_memories(
+        self,
+        layers: Sequence[str],
+        services: Mapping[str, Any],
+        history: Sequence[BaseMessage],
+        *,
+        thread_id: str | None,
+    ) -> Mapping[str, Any]:
+        """``services`` plus the memories the engine keeps for ``layers``, under their names."""
+        memories: dict[str, Any] = {}
+        for name in layers:
+            spec = self._policy.layer(name).collector
+            assert spec is not None and spec.type == "memory"
+            memories[spec.service] = self._owned_memory(name, history, thread_id=thread_id)
+        return MappingProxyType({**services, **memories})
+
+    def _owned_memory(
+        self, layer: str, history: Sequence[BaseMessage], *, thread_id: str | None
+    ) -> Any:
+        """The memory the engine keeps for ``layer`` in this conversation, fed its new messages.
+
+        One `TieredMemory` of the layer's ``tiers`` sizes per (layer, thread); messages are
+        recorded by id, walking back from the newest to the first one it already holds.
+        """
+        from ctxpolicy.memory import TieredMemory
+        from ctxpolicy.memory.messages import message_key
+        from ctxpolicy.recall.ingest import thread_key
+
+        spec = self._policy.layer(layer).collector
+        assert spec is not None and spec.type == "memory" and spec.tiers is not None
+        key = (layer, thread_key(history, thread_id))
+        with self._recall_lock:
+            memory = self._memories.get(key)
+            if memory is None:
+                tiers = spec.tiers
+                memory = TieredMemory(l1_size=tiers.l1, l2_size=tiers.l2, l3_size=tiers.l3)
+                self._memories[key] = memory
+        start = len(history)
+        while start > 0 and not memory.has(message_key(history[start - 1])):
+            start -= 1
+        if start < len(history):
+            memory.record(history[start:])
+        return memory
+
     def recaller(self, layer: str, *, services: Mapping[str, Any] | None = None) -> Recaller:
         """The `Recaller` (index) of recall layer ``layer``, opened on first use.
 
@@ -1148,6 +1219,9 @@ class PolicyEngine:
             if spec.type == RECALL:
                 added += self.recaller(name, services=merged).record(history, thread_id=thread_id)
             elif spec.type == "memory":
+                if self._owns_memory(name, merged, {}):
+                    self._owned_memory(name, history, thread_id=thread_id)  # records new ones
+                    continue
                 memory = merged.get(spec.service)
                 record = getattr(memory, "record", None)
                 if record is not None and id(memory) not in fed:

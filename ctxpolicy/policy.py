@@ -160,13 +160,23 @@ class CallableCollectorSpec(_CollectorBase):
     target: Annotated[str, Field(pattern=CALLABLE_TARGET_PATTERN)]
 
 
+class MemoryTiers(_Frozen):
+    """Tier sizes of a memory the engine keeps itself (see `MemoryCollectorSpec.tiers`)."""
+
+    l1: Annotated[JsonInt, Field(ge=1, le=100_000)] = 50
+    l2: Annotated[JsonInt, Field(ge=1, le=100_000)] = 100
+    l3: Annotated[JsonInt, Field(ge=1, le=100_000)] = 500
+
+
 class MemoryCollectorSpec(_CollectorBase):
     """Reads tiered memory (``ctxpolicy.memory``) by strategy or by single tier.
 
     A strategy gives each source (``search`` hits for the query, ``l1`` recent items,
     ``l2`` working set, ``l3`` summaries) a share of the layer's cap; ``shares`` replaces
     the strategy's (each in [0, 1]; a sum above 1 is scaled down; a source left out or at
-    0 is not read). The collector reads a memory service; tier sizes belong to it.
+    0 is not read). The collector reads a memory service (tier sizes belong to it); with
+    ``tiers`` and no such service the engine keeps a memory of those sizes per
+    conversation and records the history it is given.
     """
 
     type: Literal["memory"]
@@ -182,6 +192,7 @@ class MemoryCollectorSpec(_CollectorBase):
         ]
         | None
     ) = None
+    tiers: MemoryTiers | None = None
 
     @model_validator(mode="after")
     def _strategy_or_tier(self) -> MemoryCollectorSpec:
@@ -540,6 +551,7 @@ __all__ = [
     "FilesCollectorSpec",
     "LayerSpec",
     "MemoryCollectorSpec",
+    "MemoryTiers",
     "ModelSpec",
     "Policy",
     "ProcessRule",

@@ -14,6 +14,9 @@ open sessions otherwise). The search query is the call's query, else the newest 
 A strategy (or ``shares``) packs whole items by token shares of the layer's cap (see
 `ctxpolicy.memory.strategies`); a single tier reads its ``limit`` items in order.
 The collector never creates a memory: tier sizes belong to the `TieredMemory` service.
+With ``tiers: {l1, l2, l3}`` and no service, `ctxpolicy.engine.PolicyEngine` keeps one
+memory of those sizes per conversation, records the history it is given into it, and
+passes it to this collector as the service.
 """
 
 from __future__ import annotations
