@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint bench bench-quality clean system-deps docs-preview
+.PHONY: demo test lint bench bench-quality clean system-deps docs-preview clients
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -28,9 +28,18 @@ lint: $(STAMP)
 system-deps:
 	@bash tools/system-deps.sh
 
-# The browser and database tests must run here, not skip: system-deps installs both.
+# Real third-party clients (pre-commit, yaml-language-server, check-jsonschema, a clean
+# wheel install) driven against this repository: tests/clients/
+clients: $(STAMP)
+	@bash tools/clients.sh
+	CTXPOLICY_REQUIRE_CLIENTS=1 $(BIN)/python -m pytest -q tests/clients
+
+# The browser, database, extras and client tests must run here, not skip: system-deps and
+# tools/clients.sh install what they drive.
 test: $(STAMP) system-deps lint
-	CTXPOLICY_REQUIRE_BROWSER=1 CTXPOLICY_REQUIRE_POSTGRES=1 CTXPOLICY_REQUIRE_EMBEDDINGS=1 CTXPOLICY_REQUIRE_AGENTS=1 \
+	@bash tools/clients.sh
+	CTXPOLICY_REQUIRE_BROWSER=1 CTXPOLICY_REQUIRE_POSTGRES=1 CTXPOLICY_REQUIRE_EMBEDDINGS=1 \
+	CTXPOLICY_REQUIRE_AGENTS=1 CTXPOLICY_REQUIRE_CLIENTS=1 \
 		$(BIN)/python -m pytest -q
 
 bench: $(STAMP)

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Installs the third-party clients tests/clients/ drive for real: pre-commit and
+# check-jsonschema (pip, into the project's .venv) and yaml-language-server (npm, into
+# $CTXPOLICY_CLIENTS_DIR, default .venv/clients, which also holds pre-commit's store).
+# Idempotent and quick when everything is present. Installs Debian's nodejs/npm when
+# node or npm is missing and it runs as root with apt-get; elsewhere it says what is
+# missing and goes on, and the tests that need it skip (or fail under
+# CTXPOLICY_REQUIRE_CLIENTS=1).
+set -u
+cd "$(dirname "$0")/.." || exit 1
+PY=${PYTHON_CLIENTS:-.venv/bin/python}
+DIR=${CTXPOLICY_CLIENTS_DIR:-.venv/clients}
+YLS_VERSION=1.25.0
+
+if ! "$PY" -c 'import pre_commit, check_jsonschema' >/dev/null 2>&1; then
+  echo "clients: pip install pre-commit check-jsonschema" >&2
+  "$PY" -m pip install --quiet 'pre-commit>=3.5' 'check-jsonschema>=0.28' ||
+    echo "clients: pip could not install pre-commit/check-jsonschema; their tests will skip" >&2
+fi
+
+if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+  if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "clients: installing Debian's nodejs npm" >&2
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq >/dev/null && apt-get install -y -qq --no-install-recommends nodejs npm >/dev/null
+  else
+    echo "clients: node/npm missing (needs root and apt-get); yaml-language-server tests will skip" >&2
+    exit 0
+  fi
+fi
+
+installed=$(node -p "require('./$DIR/node_modules/yaml-language-server/package.json').version" 2>/dev/null)
+if [ "$installed" != "$YLS_VERSION" ]; then
+  echo "clients: npm install yaml-language-server@$YLS_VERSION into $DIR" >&2
+  mkdir -p "$DIR"
+  npm install --prefix "$DIR" --no-audit --no-fund --silent "yaml-language-server@$YLS_VERSION" ||
+    echo "clients: npm could not install yaml-language-server; its tests will skip" >&2
+fi
+exit 0
