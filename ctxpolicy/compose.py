@@ -38,6 +38,7 @@ from ctxpolicy.report import (
 if TYPE_CHECKING:
     from langchain_core.messages import BaseMessage
 
+    from ctxpolicy.history import HistoryFit
     from ctxpolicy.plan import LayerPlan, PlannedLayer
     from ctxpolicy.tokens import Tokenizer
 
@@ -103,6 +104,7 @@ class _Fitted:
     notes: list[str]
     source: LayerSource
     repairs: list[str] = field(default_factory=list)
+    merged: bool = False
 
 
 def message_factory(role: str) -> Callable[[str], BaseMessage]:
@@ -379,6 +381,8 @@ def compose_layers(
         elif layer.kind == "block":
             record.notes.append("empty: no value this call")
 
+    if plan.merge_system:
+        _merge_leading_system(tok, plan, fitted)
     messages: list[BaseMessage] = []
     message_layers: list[str] = []
     total = 0  # == count_messages(messages): every record's tokens are its messages' counts
@@ -407,6 +411,50 @@ def compose_layers(
         summarize=history_fit.summarize,
         contexts={k: v for k, v in values.items() if v},
     )
+
+
+#: Joins the texts of system-role layers merged into one SystemMessage.
+SYSTEM_JOIN = "\n\n"
+
+
+def _merge_leading_system(tok: Tokenizer, plan: LayerPlan, fitted: Mapping[str, _Fitted]) -> None:
+    """``model.system_messages: merge``: one SystemMessage for the leading system layers.
+
+    The system prompt and the system-role blocks that follow it (empty layers aside)
+    become the first layer's message, texts joined by a blank line. Each layer keeps
+    its report: its tokens are what its text adds to the merged message (counted
+    exactly, so the layers' tokens still sum to the merged message's count), its
+    ``messages`` 0 past the first.
+    """
+    from langchain_core.messages import SystemMessage
+
+    group: list[_Fitted] = []
+    for layer in plan.layers:
+        record = fitted[layer.name]
+        if not record.messages:
+            continue
+        only = record.messages[0] if len(record.messages) == 1 else None
+        system = layer.kind == "system_prompt" or (layer.kind == "block" and layer.role == "system")
+        if not system or not isinstance(only, SystemMessage) or not isinstance(only.content, str):
+            break
+        group.append(record)
+    if len(group) < 2:
+        return
+    text = ""
+    counted = 0
+    for index, record in enumerate(group):
+        part = str(record.messages[0].content)
+        text = part if index == 0 else f"{text}{SYSTEM_JOIN}{part}"
+        merged_tokens = tok.count_message(SystemMessage(text))
+        record.tokens, counted = merged_tokens - counted, merged_tokens
+        record.merged = True
+        if index:
+            record.messages = []
+            record.notes.append(
+                f"merged into the first system message (model.system_messages: merge), "
+                f"after {group[0].layer.name}"
+            )
+    group[0].messages = [SystemMessage(text)]
 
 
 def _select_history(
@@ -496,6 +544,9 @@ def _fit_history_layer(
     layer, cap = record.layer, record.cap
     record.source = "history"
     fit = fit_history(history, max_tokens=cap, count=tok.count_message)
+    cleared: LayerCut | None = None
+    if layer.clear_tool_results and input_message is not None:
+        history, fit, cleared = _clear_to_fit(tok, history, fit, input_message, cap)
     kept, dropped = fit.kept, fit.dropped
     record.messages = list(kept)
     record.tokens = fit.tokens
@@ -533,6 +584,8 @@ def _fit_history_layer(
             summarize = SummarizeRequest(dropped, previous_summary, kept)
             action = "summarized"
         record.cuts.append(LayerCut(action, dropped_tokens, len(dropped), cap, layer.overflow))
+    if cleared is not None:
+        record.cuts.append(cleared)
     if input_message is not None and not _contains(kept, input_message):
         raise BudgetExceededError(
             layer.name,
@@ -544,6 +597,67 @@ def _fit_history_layer(
             ),
         )
     return _HistoryOutcome(kept, dropped, summarize)
+
+
+def tool_result_marker(tokens: int) -> str:
+    """What a cleared tool result reads (``clear_tool_results``)."""
+    return f"[tool result cleared: {tokens} tokens]"
+
+
+def _clear_to_fit(
+    tok: Tokenizer,
+    history: Sequence[BaseMessage],
+    fit: HistoryFit,
+    input_message: BaseMessage,
+    cap: int,
+) -> tuple[Sequence[BaseMessage], HistoryFit, LayerCut | None]:
+    """Fit again with the current turn's tool results cleared, when the input did not fit."""
+    from ctxpolicy.history import fit_history
+
+    if _contains(fit.kept, input_message):
+        return history, fit, None
+    history, cleared = _clear_tool_results(tok, history, input_message, cap)
+    if cleared is not None:
+        fit = fit_history(history, max_tokens=cap, count=tok.count_message)
+    return history, fit, cleared
+
+
+def _clear_tool_results(
+    tok: Tokenizer, history: Sequence[BaseMessage], input_message: BaseMessage, cap: int
+) -> tuple[Sequence[BaseMessage], LayerCut | None]:
+    """``clear_tool_results``: shorten the current turn until it fits ``cap``.
+
+    The current turn is the input HumanMessage and everything after it. Its tool
+    results are replaced, oldest first, by `tool_result_marker` (a copy: the given
+    history is never changed; the ToolMessage stays, so no tool-call pair breaks) until
+    the turn fits or none is left. Returns the history to fit and the cut (None when
+    nothing was cleared).
+    """
+    start = next((i for i in range(len(history) - 1, -1, -1) if history[i] is input_message), None)
+    if start is None:
+        return history, None
+    turn = list(history[start:])
+    tokens = [tok.count_message(m) for m in turn]
+    total = sum(tokens)
+    cleared = removed = 0
+    for index, message in enumerate(turn):
+        if total <= cap:
+            break
+        if message.type != "tool":
+            continue
+        marker = tool_result_marker(tokens[index])
+        short = message.model_copy(update={"content": marker})
+        now = tok.count_message(short)
+        if now >= tokens[index]:
+            continue
+        turn[index] = short
+        removed += tokens[index] - now
+        total -= tokens[index] - now
+        cleared += 1
+    if not cleared:
+        return history, None
+    cut = LayerCut("cleared_tool_results", removed, cleared, cap, "clear_tool_results")
+    return (*history[:start], *turn), cut
 
 
 def _build_report(
@@ -587,7 +701,9 @@ def _build_report(
                 kind=record.layer.kind,
                 included=True,
                 reason=record.layer.reason,
-                source=record.source if record.messages else _empty_source(record),
+                source=(
+                    record.source if record.messages or record.merged else _empty_source(record)
+                ),
                 tokens=record.tokens,
                 cap=record.cap,
                 base_cap=planned[name].cap,
@@ -668,4 +784,5 @@ __all__ = [
     "compose_messages",
     "count_newest",
     "message_factory",
+    "tool_result_marker",
 ]

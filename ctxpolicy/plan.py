@@ -9,6 +9,7 @@ decided it, so a report can explain *why*, not only *what*.
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -54,6 +55,7 @@ class PlannedLayer:
     shared: bool
     collector: CollectorSpec | None
     reason: str
+    clear_tool_results: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data for JSON output."""
@@ -101,6 +103,8 @@ class LayerPlan:
         policy_name: Name of the policy the plan comes from.
         warnings: Static advice about the order (e.g. prompt-cache breakers).
         order: The policy's full layer order (included and excluded layers).
+        merge_system: ``model.system_messages: merge``: the leading system-role
+            layers are sent as one SystemMessage.
     """
 
     process: str
@@ -114,6 +118,7 @@ class LayerPlan:
     policy_name: str = ""
     warnings: tuple[str, ...] = ()
     order: tuple[str, ...] = ()
+    merge_system: bool = False
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -177,26 +182,52 @@ def _block_decision(
     return True, f"shared layer; enable_share_context true and {prefix}: share_context true"
 
 
-def _cache_warnings(policy: Policy, layers: tuple[PlannedLayer, ...]) -> tuple[str, ...]:
-    """Warn when a per-query layer precedes stable ones (provider prompt caches break)."""
-    warnings: list[str] = []
-    for index, layer in enumerate(layers):
-        kind = None if layer.collector is None else layer.collector.type
+def cache_order_warnings(
+    policy: Policy, layers: Sequence[tuple[str, str, CollectorSpec | None]]
+) -> Iterator[tuple[str, str]]:
+    """``(layer, text)`` for each per-query layer ordered before stable ones.
+
+    The one prompt-cache rule: the engine applies it to a call's planned layers
+    (`LayerPlan.warnings`), ``ctxpolicy validate`` to the policy's whole order (rule
+    ``order.cache-breaker``). A layer with ``cache: volatile-ok`` acknowledges it.
+
+    Args:
+        policy: The policy (its name, and which layers acknowledge the rule).
+        layers: ``(name, kind, collector)`` in order.
+    """
+    for index, (name, _kind, collector) in enumerate(layers):
+        kind = None if collector is None else collector.type
         if kind not in VOLATILE_COLLECTORS:
             continue
+        spec = policy.layers.get(name)
+        if spec is not None and spec.cache == "volatile-ok":
+            continue
         stable_after = [
-            later.name
-            for later in layers[index + 1 :]
-            if later.kind == "history"
-            or (later.collector is not None and later.collector.type in STABLE_COLLECTORS)
+            later
+            for later, later_kind, later_collector in layers[index + 1 :]
+            if later_kind == "history"
+            or (later_collector is not None and later_collector.type in STABLE_COLLECTORS)
         ]
         if stable_after:
-            warnings.append(
-                f"{layer.name} ({kind}) changes with every query but is ordered before stable "
-                f"layers {', '.join(stable_after)}: their prompt-cache prefix is lost on every "
-                f"call of policy {policy.name}; order per-query layers after stable ones"
+            yield (
+                name,
+                (
+                    f"{name} ({kind}) changes with every query but is ordered before stable "
+                    f"layers {', '.join(stable_after)}: their prompt-cache prefix is lost on "
+                    f"every call of policy {policy.name}; order per-query layers after stable "
+                    f"ones or set layers.{name}.cache: volatile-ok"
+                ),
             )
-    return tuple(warnings)
+
+
+def _cache_warnings(policy: Policy, layers: tuple[PlannedLayer, ...]) -> tuple[str, ...]:
+    """`cache_order_warnings` of a plan, placed at the layer's ``order`` entry when known."""
+    described = [(layer.name, layer.kind, layer.collector) for layer in layers]
+    out: list[str] = []
+    for name, text in cache_order_warnings(policy, described):
+        where = policy._order_locations.get(name)
+        out.append(f"{where}: {text}" if where else text)
+    return tuple(out)
 
 
 def plan_layers(policy: Policy, process: str) -> LayerPlan:
@@ -219,6 +250,9 @@ def plan_layers(policy: Policy, process: str) -> LayerPlan:
         UnknownProcessError: the policy does not declare ``process``.
     """
     from ctxpolicy.budget import base_caps
+    from ctxpolicy.policy import LayerSpec
+
+    no_spec = LayerSpec()
 
     rule = policy.process(process)
     switch = policy.enable_share_context
@@ -271,6 +305,7 @@ def plan_layers(policy: Policy, process: str) -> LayerPlan:
                 shared=resolved.shared,
                 collector=resolved.collector,
                 reason=reason,
+                clear_tool_results=bool(policy.layers.get(name, no_spec).clear_tool_results),
             )
         )
     planned = tuple(layers)
@@ -286,6 +321,7 @@ def plan_layers(policy: Policy, process: str) -> LayerPlan:
         policy_name=policy.name,
         warnings=_cache_warnings(policy, planned),
         order=tuple(policy.order),
+        merge_system=policy.model.system_messages == "merge",
     )
 
 
@@ -294,5 +330,6 @@ __all__ = [
     "LayerPlan",
     "PlannedLayer",
     "QueryPath",
+    "cache_order_warnings",
     "plan_layers",
 ]

@@ -316,6 +316,8 @@ class LayerSpec(_Frozen):
     collector: CollectorSpec | None = None
     references: QueryReferencesSpec | None = None
     curate: StrictBool | None = None
+    clear_tool_results: StrictBool | None = None
+    cache: Literal["volatile-ok"] | None = None
     description: str | None = None
 
 
@@ -339,6 +341,8 @@ class ModelSpec(_Frozen):
 
     context_window: Annotated[JsonInt, Field(gt=0, le=100_000_000)] = 128_000
     tokenizer: Literal["cl100k_base", "o200k_base", "approximate"] = "cl100k_base"
+    #: ``merge``: the leading system-role layers go out as one SystemMessage.
+    system_messages: Literal["separate", "merge"] = "separate"
 
 
 class BudgetSpec(_Frozen):
@@ -351,6 +355,30 @@ class BudgetSpec(_Frozen):
     redistribute: StrictBool = True
 
 
+FILE_TOOL_NAMES: tuple[str, ...] = ("read_file", "list_files", "search", "read_block", "write_file")
+FileToolName = Literal["read_file", "list_files", "search", "read_block", "write_file"]
+
+
+class FileToolsSpec(_Frozen):
+    """File tools (``ctxpolicy.blocks.tools``) an agent gets, confined to ``root``.
+
+    ``root`` is relative to the policy file that declares it and must stay inside its
+    folder (the ``files`` collector's rule); ``write_file`` is given only when listed in
+    ``allow`` *and* ``write_file: true``. See docs/files.md.
+    """
+
+    root: Annotated[str, Field(min_length=1)]
+    allow: Annotated[tuple[FileToolName, ...], Field(min_length=1)] = (
+        "read_file",
+        "list_files",
+        "search",
+        "read_block",
+    )
+    write_file: StrictBool = False
+    max_output_chars: Annotated[JsonInt, Field(ge=100, le=1_000_000)] | None = None
+    max_results: Annotated[JsonInt, Field(ge=1, le=100_000)] | None = None
+
+
 class ProcessRule(_Frozen):
     """Per-process rules (see docs/design.md, 'Which layers a call gets')."""
 
@@ -359,6 +387,7 @@ class ProcessRule(_Frozen):
     query: Literal["runtime", "checkpoint"] = "checkpoint"
     include: tuple[BlockLayerName, ...] = ()
     exclude: tuple[BlockLayerName, ...] = ()
+    tools: FileToolsSpec | None = None
     description: str | None = None
 
 
@@ -416,9 +445,12 @@ class Policy(_Frozen):
         default_factory=_seed_processes
     )
     default_process: Annotated[str, Field(pattern=PROCESS_NAME_PATTERN)] = "react"
+    tools: FileToolsSpec | None = None
 
     _source: Path | None = PrivateAttr(default=None)
     _base_dirs: Mapping[str, Path] = PrivateAttr(default_factory=dict)
+    #: ``file:line:col`` of each layer's entry in ``order`` (loaded policies only).
+    _order_locations: Mapping[str, str] = PrivateAttr(default_factory=dict)
 
     @model_validator(mode="before")
     @classmethod
@@ -450,6 +482,12 @@ class Policy(_Frozen):
                 raise ValueError(f"layers.{name}: only the query layer takes 'references'")
             if name != CHECKPOINT_MESSAGES and spec.curate is not None:
                 raise ValueError(f"layers.{name}: only checkpoint_messages takes 'curate'")
+            if name != CHECKPOINT_MESSAGES and spec.clear_tool_results is not None:
+                raise ValueError(
+                    f"layers.{name}: only checkpoint_messages takes 'clear_tool_results'"
+                )
+            if kind != "block" and spec.cache is not None:
+                raise ValueError(f"layers.{name}: only __context block layers take 'cache'")
         return value
 
     @field_validator("processes")
@@ -510,6 +548,23 @@ class Policy(_Frozen):
             return found
         return self._source.parent if self._source is not None else None
 
+    def file_tools(self, process: str) -> tuple[FileToolsSpec | None, Path | None]:
+        """The file tools of ``process`` (its own ``tools``, else the top-level ``tools``)
+        and the folder their ``root`` is relative to (None for a policy built in code).
+
+        Raises:
+            UnknownProcessError: the policy does not declare ``process``.
+        """
+        own = self.process(process).tools
+        key = f"@processes.{process}.tools" if own is not None else "@tools"
+        spec = own if own is not None else self.tools
+        if spec is None:
+            return None, None
+        found = self._base_dirs.get(key)
+        if found is None and self._source is not None:
+            found = self._source.parent
+        return spec, found
+
     def process(self, name: str) -> ProcessRule:
         """The rule of process ``name``.
 
@@ -532,6 +587,7 @@ class Policy(_Frozen):
         copy = self.model_copy(update={"enable_share_context": enabled})
         copy._source = self._source
         copy._base_dirs = self._base_dirs
+        copy._order_locations = self._order_locations
         return copy
 
     def to_data(self) -> dict[str, Any]:
@@ -548,6 +604,7 @@ __all__ = [
     "BudgetSpec",
     "CallableCollectorSpec",
     "CollectorSpec",
+    "FileToolsSpec",
     "FilesCollectorSpec",
     "LayerSpec",
     "MemoryCollectorSpec",

@@ -30,7 +30,9 @@ class LayerCut:
         action: ``truncated`` (tokens cut, marker added), ``dropped`` (the whole block
             removed), ``dropped_oldest`` (older history units removed),
             ``summarized`` (older history folded into ``compression__context``) or
-            ``repaired`` (messages removed to keep the history structurally valid).
+            ``repaired`` (messages removed to keep the history structurally valid) or
+            ``cleared_tool_results`` (tool results of the current turn replaced by a
+            marker, ``clear_tool_results``).
         tokens: Tokens removed, or None when they were not counted: a history prefix
             dropped by ``drop_oldest`` is counted only as far as fitting counted anyway
             (trimming costs what is kept, not the length of the history).
@@ -39,7 +41,9 @@ class LayerCut:
         rule: The overflow rule applied.
     """
 
-    action: Literal["truncated", "dropped", "dropped_oldest", "summarized", "repaired"]
+    action: Literal[
+        "truncated", "dropped", "dropped_oldest", "summarized", "repaired", "cleared_tool_results"
+    ]
     tokens: int | None
     messages: int
     cap: int | None

@@ -34,6 +34,8 @@ from ctxpolicy.blocks.sandbox import (
 if TYPE_CHECKING:
     from langchain_core.tools import BaseTool
 
+    from ctxpolicy.policy import Policy
+
 DEFAULT_MAX_OUTPUT_CHARS = 20_000
 DEFAULT_MAX_RESULTS = 200
 MAX_PATTERN_CHARS = 200
@@ -329,3 +331,41 @@ def create_file_tools(
     if curation_log is not None:
         tools.append(create_dismiss_memory_tool(curation_log))
     return tools
+
+
+def policy_file_tools(policy: Policy, process: str | None = None) -> list[BaseTool]:
+    """The file tools ``policy`` gives the agents of ``process`` (docs/files.md).
+
+    The process's own ``tools`` wins over the top-level ``tools``; the root is resolved
+    against the folder of the policy file that declares it, with the ``files`` collector's
+    confinement (relative, inside that folder, symlinks included). Only the tools in
+    ``allow`` are returned; ``write_file`` needs ``write_file: true`` as well.
+
+    Args:
+        policy: A loaded policy.
+        process: The process (default: the policy's ``default_process``).
+
+    Returns:
+        The tools (empty when the policy declares none for ``process``).
+
+    Raises:
+        UnknownProcessError: ``process`` is not declared.
+        PathEscapeError: the root leaves the policy's folder.
+        FileAccessError: the root is missing, or the policy was built in code (no folder).
+    """
+    spec, base = policy.file_tools(process or policy.default_process)
+    if spec is None:
+        return []
+    if base is None:
+        raise FileAccessError(
+            spec.root, "a tools root is relative to the policy file; this policy has no file"
+        )
+    root = resolve_root(spec.root, base_dir=base)
+    enable_write = spec.write_file and "write_file" in spec.allow
+    tools = create_file_tools(
+        root,
+        enable_write=enable_write,
+        max_output_chars=spec.max_output_chars or DEFAULT_MAX_OUTPUT_CHARS,
+        max_results=spec.max_results or DEFAULT_MAX_RESULTS,
+    )
+    return [tool for tool in tools if tool.name in spec.allow]

@@ -192,6 +192,7 @@ layers:
       template: "You work for team {{{{ vars.team }}}}. Follow the output contract."
   knowledge__context:
     collector: {{type: retriever, service: knowledge, top_k: 5, on_error: skip}}
+    cache: volatile-ok            # per-query text before the history on purpose (docs/design.md)
   todo__context:                  # state["todo"] as a checklist: "- [ ] step", "- [x] step — notes"
     collector: {{type: state, field: todo, template: "Current plan:\\n{{{{ value | checklist }}}}"}}
   compression__context:

@@ -125,6 +125,44 @@ def _bind(model: BaseChatModel, tools: Sequence[Any] | None) -> Any:
     return model.bind_tools(list(tools))
 
 
+#: ``agent_node(tools=POLICY_TOOLS)`` (the default): the file tools the policy declares.
+POLICY_TOOLS = "policy"
+
+
+def policy_tools(engine: PolicyEngine, process: str = "react") -> list[Any]:
+    """The file tools ``engine``'s policy gives the agents of ``process`` (docs/files.md).
+
+    The same tools `agent_node` binds by default; hand them to the graph's ``ToolNode``.
+
+    Raises:
+        UnknownProcessError: ``process`` is not declared.
+        PathEscapeError: the tools root leaves the policy's folder.
+        FileAccessError: the tools root is missing.
+    """
+    from ctxpolicy.blocks.tools import policy_file_tools
+
+    return policy_file_tools(engine.policy, process)
+
+
+def _agent_tools(
+    engine: PolicyEngine, process: str, tools: Sequence[Any] | str | None
+) -> Sequence[Any] | None:
+    if isinstance(tools, str):
+        if tools != POLICY_TOOLS:
+            raise ValueError(f"tools: a list of tools, None or {POLICY_TOOLS!r}; got {tools!r}")
+        return policy_tools(engine, process) or None
+    return tools
+
+
+def _strategy_state(state: Any, config: RunnableConfig) -> Any:
+    """``state`` with the call's ``context_strategy`` (``config["configurable"]``) when the
+    state has none: a per-call override of the memory layers' strategy."""
+    chosen = (config.get("configurable") or {}).get("context_strategy")
+    if chosen is None or not isinstance(state, Mapping) or state.get("context_strategy"):
+        return state
+    return {**state, "context_strategy": chosen}
+
+
 def _reply(value: Any, *, node: str) -> AIMessage:
     from langchain_core.messages import AIMessage
 
@@ -229,7 +267,7 @@ def agent_node(
     system_prompt: str,
     model: BaseChatModel,
     process: str = "react",
-    tools: Sequence[Any] | None = None,
+    tools: Sequence[Any] | str | None = POLICY_TOOLS,
     schema: type[Any] | None = None,
     on_compose: ComposeHook | None = None,
 ) -> Node:
@@ -253,15 +291,26 @@ def agent_node(
         system_prompt: The agent's private prompt (never shared, never persisted).
         model: Any LangChain chat model.
         process: The policy process of this agent (default ``react``).
-        tools: LangChain tools to bind to the model; also the ``tools`` service.
+        tools: LangChain tools to bind to the model; also the ``tools`` service. The
+            default ``"policy"`` binds the file tools the policy declares for
+            ``process`` (its ``tools`` key, docs/files.md; none when it declares none);
+            a list replaces them, ``None`` binds none.
         schema: The graph state schema (default: `state_schema(engine)`).
         on_compose: Called with ``(name, ComposeResult)`` after composing.
 
+    A ``context_strategy`` in the state (or in ``config["configurable"]``) overrides the
+    memory layers' strategy for the call (``minimal | balanced | comprehensive``). After
+    the model answered, the turn is recorded into the policy's memory
+    (`PolicyEngine.record`): each tool call answered by a ToolMessage becomes a task
+    record (``ctxpolicy.memory.tasks``).
+
     Raises:
         UnknownProcessError: ``process`` is not declared by the policy (at build time).
+        PathEscapeError: the policy's tools root leaves its folder (at build time).
     """
     engine.policy.process(process)
     graph_schema = _schema_of(engine, schema)
+    tools = _agent_tools(engine, process, tools)
     runnable = _bind(model, tools)
 
     def node(state: Any, config: RunnableConfig) -> dict[str, Any]:
@@ -272,7 +321,7 @@ def agent_node(
         result = _compose(
             engine,
             sb,
-            state,
+            _strategy_state(state, config),
             name=name,
             process=process,
             system_prompt=system_prompt,
@@ -295,7 +344,7 @@ def aagent_node(
     system_prompt: str,
     model: BaseChatModel,
     process: str = "react",
-    tools: Sequence[Any] | None = None,
+    tools: Sequence[Any] | str | None = POLICY_TOOLS,
     schema: type[Any] | None = None,
     on_compose: ComposeHook | None = None,
 ) -> AsyncNode:
@@ -305,6 +354,7 @@ def aagent_node(
     """
     engine.policy.process(process)
     graph_schema = _schema_of(engine, schema)
+    tools = _agent_tools(engine, process, tools)
     runnable = _bind(model, tools)
 
     async def node(state: Any, config: RunnableConfig) -> dict[str, Any]:
@@ -316,7 +366,7 @@ def aagent_node(
             **_compose_args(
                 engine,
                 sb,
-                state,
+                _strategy_state(state, config),
                 process=process,
                 system_prompt=system_prompt,
                 query=query,
@@ -661,6 +711,7 @@ def add_mapreduce(
 
 
 __all__ = [
+    "POLICY_TOOLS",
     "AsyncNode",
     "Blackboard",
     "ComposeHook",
@@ -677,6 +728,7 @@ __all__ = [
     "mapreduce_worker_node",
     "message_text",
     "parse_plan",
+    "policy_tools",
     "render_reduce_query",
     "state_schema",
 ]

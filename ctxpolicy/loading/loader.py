@@ -84,10 +84,20 @@ def _leaves(value: Any, path: JsonPath) -> Iterator[tuple[JsonPath, Any]]:
 
 
 def _base_dirs(data: Mapping[str, Any], sourcemap: SourceMap) -> dict[str, Path]:
+    dirs: dict[str, Path] = {}
+    # file tools: their root is relative to the file that declares them (docs/files.md)
+    tool_paths: dict[str, tuple[str, ...]] = {"@tools": ("tools",)}
+    processes = data.get("processes")
+    if isinstance(processes, dict):
+        for process in processes:
+            tool_paths[f"@processes.{process}.tools"] = ("processes", process, "tools")
+    for key, path in tool_paths.items():
+        where = sourcemap.get(path)
+        if where is not None and not where.file.startswith("<"):
+            dirs[key] = Path(where.file).parent.absolute()
     layers = data.get("layers")
     if not isinstance(layers, dict):
-        return {}
-    dirs: dict[str, Path] = {}
+        return dirs
     for name in layers:
         where = sourcemap.get(("layers", name, "collector")) or sourcemap.get(
             ("layers", name, "references")  # layers.query.references: its root, like a collector's

@@ -24,8 +24,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ctxpolicy.memory.sessions import MemorySessions
+from ctxpolicy.memory.sessions import MemorySessions, current_thread_id
 from ctxpolicy.memory.strategies import (
+    MEMORY_STRATEGIES,
+    MemoryStrategy,
     pack_candidates,
     pack_memory,
     render_candidates,
@@ -71,6 +73,35 @@ def _session_ids(state: Mapping[str, Any]) -> Sequence[str] | None:
     return [one] if isinstance(one, str) else None
 
 
+def _current_session(memory: Any, state: Mapping[str, Any]) -> str | None:
+    """The session of this call for agent-scoped `MemorySessions` (``agent=`` given):
+    state ``session_id``, else the LangGraph thread; None otherwise."""
+    if not isinstance(memory, MemorySessions) or memory.agent is None:
+        return None
+    if state.get("session_ids"):
+        return None
+    one = state.get("session_id")
+    return one if isinstance(one, str) and one else current_thread_id()
+
+
+def call_strategy(state: Mapping[str, Any]) -> MemoryStrategy | None:
+    """The call's ``context_strategy`` (state key), which overrides a memory layer's
+    strategy (docs/memory.md); None when the state sets none.
+
+    Raises:
+        ValueError: the value is not ``minimal``, ``balanced`` or ``comprehensive``.
+    """
+    value = state.get("context_strategy")
+    if value is None or value == "":
+        return None
+    if value not in MEMORY_STRATEGIES:
+        raise ValueError(
+            f"context_strategy must be one of {', '.join(MEMORY_STRATEGIES)}; got {value!r}"
+        )
+    found: MemoryStrategy = value
+    return found
+
+
 def collect_memory(request: CollectRequest) -> str | None:
     """Render the memory selected by the layer's spec, whole items packed into the cap.
 
@@ -84,11 +115,27 @@ def collect_memory(request: CollectRequest) -> str | None:
     candidates: list[Candidate]
     spec_shares = getattr(spec, "shares", None)
     shares = dict(spec_shares) if spec_shares is not None else None
-    if isinstance(memory, MemorySessions):
+    strategy = spec.strategy
+    override = call_strategy(request.state) if spec.tier is None else None
+    if override is not None:  # the call's strategy replaces the policy's (and its shares)
+        strategy, shares = override, None
+    current = _current_session(memory, request.state)
+    if isinstance(memory, MemorySessions) and current is not None and spec.tier is None:
+        # an agent's sessions: this session's L1/L2, the agent's L3, global L4 hits
+        candidates = memory.scoped(
+            current,
+            strategy=strategy,
+            query=request.query,
+            max_tokens=request.cap_tokens,
+            count_tokens=request.count_tokens,
+            shares=shares,
+            limit=spec.limit,
+        )
+    elif isinstance(memory, MemorySessions):
         ids = _session_ids(request.state)
         candidates = memory.aggregate(
             [i for i in ids if i in memory] if ids is not None else None,
-            strategy=spec.strategy,
+            strategy=strategy,
             tier=spec.tier,
             query=request.query,
             limit=spec.limit,
@@ -106,7 +153,7 @@ def collect_memory(request: CollectRequest) -> str | None:
             memory,
             cap_tokens=request.cap_tokens,
             count_tokens=request.count_tokens,
-            strategy=spec.strategy,
+            strategy=strategy,
             shares=shares,
             query=request.query,
             limit=spec.limit,

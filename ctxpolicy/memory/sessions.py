@@ -13,7 +13,9 @@ for none), so a new process restores them.
 from __future__ import annotations
 
 import itertools
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from ctxpolicy.memory.items import MemoryItem, new_item_id
@@ -39,6 +41,26 @@ if TYPE_CHECKING:
 
 SESSIONS_FORMAT = "ctxpolicy.memory.sessions/1"
 _TIER_RANK = {"l1": 0, "l4": 1, "l2": 2, "l3": 3}
+#: Namespace of global (L4) memory shared by every agent.
+GLOBAL_NAMESPACE: tuple[str, ...] = ("ctxpolicy", "global")
+#: Reserved part of an agent's namespace holding its L3 (not a session id).
+AGENT_PART = "_agent"
+LIFECYCLE_PART = "_lifecycle"
+SessionStatus = Literal["active", "paused", "ended"]
+SESSION_STATUSES: tuple[str, ...] = ("active", "paused", "ended")
+
+
+def current_thread_id() -> str | None:
+    """The LangGraph ``thread_id`` of the running graph call (None outside a graph)."""
+    try:
+        from langgraph.config import get_config
+    except ImportError:  # pragma: no cover - depends on the environment
+        return None
+    try:
+        found = (get_config().get("configurable") or {}).get("thread_id")
+    except RuntimeError:
+        return None
+    return None if found is None else str(found)
 
 
 def _interleave(pools: Sequence[Sequence[Candidate]]) -> list[Candidate]:
@@ -49,6 +71,8 @@ def _interleave(pools: Sequence[Sequence[Candidate]]) -> list[Candidate]:
 def _check_session_id(session_id: Any) -> str:
     if not isinstance(session_id, str) or not session_id or "." in session_id:
         raise ValueError(f"session_id must be a non-empty string without '.', got {session_id!r}")
+    if session_id in (AGENT_PART, LIFECYCLE_PART):
+        raise ValueError(f"session_id {session_id!r} is reserved")
     return session_id
 
 
@@ -82,6 +106,17 @@ class MemorySessions:
         namespace: Store namespace prefix; a session lives under ``(*namespace, id)``.
         vector_store_factory: ``(session_id) -> VectorStore`` for each session's L4;
             None uses the offline default.
+        agent: The agent these sessions belong to: its namespace is
+            ``(*namespace, agent)`` (sessions under it, its L3 under ``_agent``).
+        global_namespace: Where L4 (global, durable) items are written.
+        persist_interval: Seconds between automatic L3→L4 persists (`maybe_persist`,
+            run by `record`); None: only when a session ends or `persist` is called.
+
+    Scopes and lifecycle (docs/memory.md, 'Scopes and lifecycle'): L1 is private to a
+    session and never distributed; L2 is per session and the target of `distribute`;
+    `aggregate_agent` summarizes the sessions' L2 into the agent's L3; `persist` writes
+    the agent's L3 to the global L4 namespace; `end` does both for one session. A
+    session is ``active``, ``paused`` or ``ended``.
 
     Raises:
         ValueError: a size or the namespace is invalid (the message names it).
@@ -97,17 +132,46 @@ class MemorySessions:
         store: BaseStore | Literal[False] | None = None,
         namespace: tuple[str, ...] = DEFAULT_NAMESPACE,
         vector_store_factory: Callable[[str], VectorStore] | None = None,
+        agent: str | None = None,
+        global_namespace: tuple[str, ...] = GLOBAL_NAMESPACE,
+        persist_interval: float | None = None,
     ) -> None:
+        if agent is not None:
+            namespace = (*namespace, _check_session_id(agent))
         # Validate sizes/namespace/summarizer once, with the memory's own messages.
         TieredMemory(l1_size, l2_size, l3_size, summarizer=summarizer, namespace=namespace)
+        TieredMemory(namespace=global_namespace)
+        if persist_interval is not None and (
+            isinstance(persist_interval, bool)
+            or not isinstance(persist_interval, int | float)
+            or persist_interval <= 0
+        ):
+            raise ValueError(f"persist_interval must be a number > 0, got {persist_interval!r}")
         self._sizes = (l1_size, l2_size, l3_size)
         self._summarizer = summarizer
         self._namespace = namespace
+        self._agent = agent
+        self._global_namespace = global_namespace
         self._store: BaseStore | None = (
             None if store is False else (default_store() if store is None else store)
         )
         self._vector_store_factory = vector_store_factory
         self._sessions: dict[str, TieredMemory] = {}
+        self._status: dict[str, SessionStatus] = {}
+        self._agent_l3: dict[str, MemoryItem] = {}
+        self._persisted: set[str] = set()
+        self._persist_interval = persist_interval
+        self._last_persist = time.monotonic()
+        self._global: TieredMemory | None = None
+        if self._store is not None:
+            from ctxpolicy.memory.tiered import load_stored
+
+            for summary, _ in load_stored(self._store, namespace=(*namespace, AGENT_PART)):
+                self._agent_l3[summary.id] = summary
+            for entry in self._store.search((*namespace, LIFECYCLE_PART), limit=10_000):
+                status = entry.value.get("status")
+                if status in SESSION_STATUSES:
+                    self._status[entry.key] = status
 
     @property
     def store(self) -> BaseStore | None:
@@ -201,6 +265,8 @@ class MemorySessions:
         item_id = new_item_id()
         delivered: dict[str, MemoryItem] = {}
         for session_id in dict.fromkeys(targets):
+            if self.status(session_id) != "active":
+                continue  # a paused or ended session takes no new items
             memory = self.session(session_id)
             if where is not None and not where(session_id, memory):
                 continue
@@ -211,8 +277,195 @@ class MemorySessions:
                 metadata=metadata,
                 kind=kind,
                 item_id=item_id,
+                tier="l2",  # L2 is the target of distribute; L1 stays private
             )
         return delivered
+
+    # ------------------------------------------------------------------ lifecycle
+
+    @property
+    def agent(self) -> str | None:
+        """The agent these sessions belong to (None: no agent level)."""
+        return self._agent
+
+    @property
+    def namespace(self) -> tuple[str, ...]:
+        """The agent's namespace (sessions live under it)."""
+        return self._namespace
+
+    def status(self, session_id: str) -> SessionStatus:
+        """``active`` (also for a session never seen), ``paused`` or ``ended``."""
+        return self._status.get(_check_session_id(session_id), "active")
+
+    def _set_status(self, session_id: str, status: SessionStatus) -> None:
+        self._status[session_id] = status
+        if self._store is not None:
+            self._store.put((*self._namespace, LIFECYCLE_PART), session_id, {"status": status})
+
+    def pause(self, session_id: str) -> None:
+        """Pause a session: it takes no distributed items and no `record` until `resume`.
+
+        Raises:
+            ValueError: the session has ended.
+        """
+        if self.status(session_id) == "ended":
+            raise ValueError(f"session {session_id!r} has ended")
+        self._set_status(session_id, "paused")
+
+    def resume(self, session_id: str) -> None:
+        """Make a paused session active again.
+
+        Raises:
+            ValueError: the session has ended.
+        """
+        if self.status(session_id) == "ended":
+            raise ValueError(f"session {session_id!r} has ended")
+        self._set_status(session_id, "active")
+
+    def end(self, session_id: str) -> list[MemoryItem]:
+        """End a session: its L2 is summarized into the agent's L3 (`aggregate_agent`) and
+        the agent's L3 written to the global L4 (`persist`); then it is ``ended``.
+
+        Returns:
+            The items this call wrote to L4.
+        """
+        if self.status(session_id) == "ended":
+            return []
+        if session_id in self._sessions:
+            self.aggregate_agent([session_id])
+        written = self.persist()
+        self._set_status(session_id, "ended")
+        return written
+
+    def record(self, messages: Iterable[Any], *, session_id: str | None = None) -> list[MemoryItem]:
+        """Record a turn into a session's memory (`TieredMemory.record`).
+
+        ``session_id`` defaults to the running LangGraph thread (a session is a thread),
+        so `PolicyEngine.record` feeds the right session from inside a graph. Runs a due
+        timed persist (`maybe_persist`).
+
+        Sessions built without ``agent=`` record only with an explicit ``session_id``
+        (they keep their earlier behaviour: `PolicyEngine.record` leaves them alone).
+
+        Raises:
+            ValueError: an agent's sessions and no session id (outside a graph), or the
+                session is not active.
+        """
+        if session_id is None and self._agent is None:
+            return []
+        sid = session_id if session_id is not None else current_thread_id()
+        if sid is None:
+            raise ValueError("record: pass session_id (no LangGraph thread is running)")
+        status = self.status(sid)
+        if status != "active":
+            raise ValueError(f"session {sid!r} is {status}; resume it before recording")
+        added = self.session(sid).record(messages)
+        self.maybe_persist()
+        return added
+
+    def aggregate_agent(self, session_ids: Iterable[str] | None = None) -> list[MemoryItem]:
+        """L2 → L3: summarize the L2 items of ``session_ids`` (all open sessions when None)
+        into the agent's L3 (one summary per item id, a task's with its action /
+        parameter / result fields), written to ``(*namespace, "_agent")`` in the store.
+
+        Returns:
+            The agent's L3 items added or refreshed by this call.
+        """
+        ids = list(self._sessions) if session_ids is None else list(session_ids)
+        changed: list[MemoryItem] = []
+        for sid in dict.fromkeys(ids):
+            memory = self._sessions.get(sid)
+            if memory is None:
+                continue
+            for item in memory.get_l2():
+                summary = memory._summary_of(item)
+                summary = replace(
+                    summary, metadata={**summary.metadata, "session_id": sid, "agent": self._agent}
+                )
+                old = self._agent_l3.get(item.id)
+                if old is not None and old.content == summary.content:
+                    continue
+                self._agent_l3[item.id] = summary
+                self._persisted.discard(item.id)
+                changed.append(summary)
+                if self._store is not None:
+                    value = {**summary.to_data(), "full_content": item.content}
+                    self._store.put((*self._namespace, AGENT_PART, "summaries"), item.id, value)
+        return changed
+
+    def agent_l3(self) -> list[MemoryItem]:
+        """The agent's L3 (summaries aggregated from its sessions), most important first."""
+        return sorted(self._agent_l3.values(), key=lambda i: (-i.importance, -i.seq))
+
+    def persist(self) -> list[MemoryItem]:
+        """L3 → L4: write the agent's L3 summaries not persisted yet to the global
+        namespace (durable with a persistent ``BaseStore``, e.g. LangGraph's Postgres
+        store), where `global_memory` of any process finds them.
+
+        Returns:
+            The items written.
+        """
+        self._last_persist = time.monotonic()
+        if self._store is None:
+            return []
+        written: list[MemoryItem] = []
+        for item_id, summary in self._agent_l3.items():
+            if item_id in self._persisted:
+                continue
+            value = {**summary.to_data(), "full_content": summary.content}
+            self._store.put((*self._global_namespace, "summaries"), item_id, value)
+            self._persisted.add(item_id)
+            written.append(summary)
+        if written:
+            self._global = None  # re-read on next use
+        return written
+
+    def maybe_persist(self, now: float | None = None) -> list[MemoryItem]:
+        """`persist` when ``persist_interval`` seconds passed since the last one (the timer)."""
+        if self._persist_interval is None:
+            return []
+        current = time.monotonic() if now is None else now
+        if current - self._last_persist < self._persist_interval:
+            return []
+        self.aggregate_agent()
+        return self.persist()
+
+    def global_memory(self) -> TieredMemory | None:
+        """The global L4 (every agent's persisted summaries), searchable; None without a
+        store. Restored from the store, so another process sees what this one persisted."""
+        if self._store is None:
+            return None
+        if self._global is None:
+            self._global = TieredMemory.from_store(
+                self._store, namespace=self._global_namespace, l1_size=1
+            )
+        return self._global
+
+    def scoped(
+        self,
+        session_id: str,
+        *,
+        strategy: MemoryStrategy | None = None,
+        query: str | None = None,
+        max_tokens: int,
+        count_tokens: Callable[[str], int],
+        shares: Mapping[str, float] | None = None,
+        limit: int | None = None,
+    ) -> list[Candidate]:
+        """What one session's call sees: its own L1/L2 and search hits, the agent's L3, and
+        global L4 search hits after its own, packed by the strategy's shares."""
+        chosen = strategy_shares(strategy, shares)
+        memory = self.session(session_id)
+        pools = source_pools(memory, chosen, query=query, cap_tokens=max_tokens)
+        if chosen.get("l3", 0) > 0:
+            pools["l3"] = [Candidate("l3", item) for item in self.agent_l3()]
+        found = self.global_memory() if query and chosen.get("search", 0) > 0 else None
+        if found is not None and query:
+            hits = [Candidate("l4", hit) for hit in found.search(query, 10)]
+            pools["search"] = [*pools.get("search", []), *hits]
+        return pack_shares(
+            pools, chosen, cap_tokens=max_tokens, count_tokens=count_tokens, limit=limit
+        )
 
     def aggregate(
         self,

@@ -338,9 +338,12 @@ class TieredMemory:
         metadata: Mapping[str, Any] | None = None,
         kind: ItemKind | None = None,
         item_id: str | None = None,
+        tier: Literal["l1", "l2"] = "l1",
     ) -> MemoryItem:
         """Remember ``content``: into L1 and the search index at once; promotion follows
-        unless ``auto_promote=False``.
+        unless ``auto_promote=False``. With ``tier="l2"`` (what `MemorySessions.distribute`
+        uses) the item skips L1 and enters the L2 working set directly (evicting the
+        least important item of a full L2); it is searchable as well.
 
         Args:
             content: The text (non-empty).
@@ -367,6 +370,8 @@ class TieredMemory:
             raise ValueError(f"metadata must be a mapping, got {metadata!r}")
         if item_id is not None and (not isinstance(item_id, str) or not item_id):
             raise ValueError(f"item_id must be a non-empty string, got {item_id!r}")
+        if tier not in ("l1", "l2"):
+            raise ValueError(f"tier must be 'l1' or 'l2', got {tier!r}")
         checked_kind = check_kind(kind)
         if importance is None:
             from ctxpolicy.memory.messages import analysis_text
@@ -391,6 +396,14 @@ class TieredMemory:
         self._seq += 1
         self._archive[item.seq] = item
         self._latest[item.id] = item.seq
+        if tier == "l2":
+            if item.id in self._l2:
+                self._l2_remove(item.id)
+            if len(self._l2) >= self._l2_size:
+                self._l2_remove(self._l2_heap[0][2])  # least important, oldest among equals
+            keys = item_subjects(item) if self._l2_policy == "refresh" else frozenset()
+            self._l2_insert(item, keys)
+            return item
         self._l1.append(item)
         self._unoffered.append(item)
         if len(self._l1) > self._l1_size:
@@ -431,16 +444,77 @@ class TieredMemory:
         Returns:
             The items this call added (messages already known or without text are left out).
         """
-        from ctxpolicy.memory.messages import message_key
+        from ctxpolicy.memory.messages import describe_message, message_key
+        from ctxpolicy.memory.tasks import TASK_KEY, task_records
 
+        batch = list(messages)
+        records = task_records(batch, known_calls=self._recent_calls())
+        parent: str | None = None
         added: list[MemoryItem] = []
-        for message in messages:
-            if message_key(message) in self._latest:
+        for message in batch:
+            key = message_key(message)
+            if message.type == "human":
+                parent = key
+            if key in self._latest:
                 continue
-            item = self.add_message(message)
+            calls = getattr(message, "tool_calls", None)
+            task = records.get(key)
+            if task is None and not calls:
+                item = self.add_message(message)
+            else:  # a tool step (task record) or the AI message that asked for it
+                content, kind, metadata = describe_message(message)
+                if not content.strip():
+                    continue
+                if task is not None:
+                    metadata[TASK_KEY] = task.to_data()
+                if calls:
+                    metadata["tool_calls"] = [
+                        {
+                            "id": c.get("id"),
+                            "name": c["name"],
+                            "args": c.get("args") or {},
+                            "parent_task_id": parent,
+                        }
+                        for c in calls
+                    ]
+                item = self.add(content, kind=kind, metadata=metadata, item_id=key)
             if item is not None:
                 added.append(item)
         return added
+
+    def _recent_calls(self) -> dict[str, dict[str, Any]]:
+        """Tool calls of the AI messages in L1 (a ToolMessage recorded in a later batch
+        than its call still becomes a task record)."""
+        calls: dict[str, dict[str, Any]] = {}
+        for item in self._l1:
+            for call in item.metadata.get("tool_calls") or ():
+                if isinstance(call, Mapping) and call.get("id"):
+                    calls[str(call["id"])] = dict(call)
+        return calls
+
+    @_locked
+    def tasks(self, limit: int | None = None) -> list[Any]:
+        """The task records (`ctxpolicy.memory.tasks.TaskRecord`) of the newest items that
+        carry one, oldest first (at most ``limit``; all ever added when None).
+
+        Raises:
+            ValueError: ``limit`` is not an integer >= 1.
+        """
+        from ctxpolicy.memory.tasks import task_of
+
+        count = None if limit is None else _check_limit(limit)
+        found = []
+        for seq in sorted(self._archive, reverse=True):
+            item = self._archive[seq]
+            if self._latest.get(item.id) != seq:
+                continue
+            task = task_of(item)
+            if task is not None:
+                found.append(task)
+                if count is not None and len(found) >= count:
+                    break
+        found.reverse()
+        return found
 
     def close(self) -> None:
         """Close the search index if this memory created it (a given ``index`` stays open)."""
@@ -477,14 +551,32 @@ class TieredMemory:
         done: list[tuple[MemoryItem, MemoryItem]] = []
         while self._pending:
             item = self._pending.popleft()
-            text = summarize_item(item, self._summarizer, max_tokens=self._summary_tokens)
-            summary = replace(item, content=text or item.content)
+            summary = self._summary_of(item)
             self._l3.append(summary)
             done.append((item, summary))
         if done:
             self._archive_out(done)
             moved += len(done)
         return moved
+
+    def _summary_of(self, item: MemoryItem) -> MemoryItem:
+        """The L3 summary of ``item``; a task record's keeps the action, a parameter
+        summary and a result summary (`ctxpolicy.memory.tasks.summarize_task`)."""
+        from ctxpolicy.memory.tasks import TASK_SUMMARY_KEY, summarize_task, task_of
+
+        task = task_of(item)
+        if task is None:
+            text = summarize_item(item, self._summarizer, max_tokens=self._summary_tokens)
+            return replace(item, content=text or item.content)
+        result = replace(item, content=task.result) if task.result.strip() else None
+        result_text = (
+            summarize_item(result, self._summarizer, max_tokens=self._summary_tokens)
+            if result is not None
+            else ""
+        )
+        text, fields = summarize_task(task, result_text)
+        fields = {**fields, "tags": list(item.tags), "importance": item.importance}
+        return replace(item, content=text, metadata={**item.metadata, TASK_SUMMARY_KEY: fields})
 
     # ------------------------------------------------------------------ L2
 

@@ -62,6 +62,16 @@ def build_policy(
     return policy, [*findings, *check_policy(policy)]
 
 
+def _order_locations(policy: Policy, sourcemap: Mapping[JsonPath, Location]) -> dict[str, str]:
+    """``file:line:col`` of each layer's ``order`` entry that a file set."""
+    found: dict[str, str] = {}
+    for index, name in enumerate(policy.order):
+        where = sourcemap.get(("order", index))
+        if where is not None and where.line > 0 and not where.file.startswith("<"):
+            found.setdefault(name, where.describe())
+    return found
+
+
 def validate_data(
     data: Any,
     sourcemap: Mapping[JsonPath, Location],
@@ -72,6 +82,8 @@ def validate_data(
 ) -> tuple[Policy | None, list[PolicyIssue]]:
     """Both passes, with every finding placed at its file, line and column."""
     policy, findings = build_policy(data, source=source, base_dirs=base_dirs)
+    if policy is not None:
+        policy._order_locations = _order_locations(policy, sourcemap)
     issues = [place_finding(f, sourcemap, default_file=file) for f in findings]
     if any(i.severity == "error" for i in issues):
         policy = None

@@ -98,6 +98,7 @@ def check_files(policy: Policy) -> list[Finding]:
     against: only their inline templates are checked.
     """
     findings: list[Finding] = []
+    findings.extend(_check_tool_roots(policy))
     for name, spec in policy.layers.items():
         references = spec.references
         query_base = policy.layer_base_dir(name)
@@ -142,6 +143,33 @@ def check_files(policy: Policy) -> list[Finding]:
                 )
             findings.extend(_select_escapes(collector.select, (*base_path, "select")))
     return findings
+
+
+def _check_tool_roots(policy: Policy) -> Iterator[Finding]:
+    """The ``root`` of the top-level and per-process file ``tools`` (the files rule)."""
+    declared: list[tuple[JsonPath, str]] = []
+    if policy.tools is not None:
+        declared.append((("tools", "root"), policy.tools.root))
+    for process, process_rule in policy.processes.items():
+        if process_rule.tools is not None:
+            declared.append((("processes", process, "tools", "root"), process_rule.tools.root))
+    for where, root in declared:
+        key = "@tools" if where[0] == "tools" else f"@processes.{where[1]}.tools"
+        base = policy._base_dirs.get(key)
+        if base is None and policy.source is not None:
+            base = policy.source.parent
+        if base is None:
+            continue  # built in code: no folder to resolve against
+        target, rule, reason = resolve_inside(base.absolute(), root)
+        if target is None:
+            yield Finding(where, reason, rule or "path.outside")
+        elif not target.is_dir():
+            yield Finding(
+                where,
+                f"tools root {_shown(target)} is not a folder",
+                "files.root-missing",
+                severity="warning",
+            )
 
 
 _LINE_SUFFIX_RE = re.compile(r"(?::\d+){1,2}$")

@@ -203,6 +203,30 @@ def check_processes(policy: Policy) -> Iterator[Finding]:
         )
 
 
+def check_cache_order(policy: Policy) -> Iterator[Finding]:
+    """A per-query layer ordered before stable ones (the engine's prompt-cache warning).
+
+    The same rule and text as `LayerPlan.warnings` (`ctxpolicy.plan.cache_order_warnings`)
+    for the plan of every process; ``cache: volatile-ok`` on the layer acknowledges it.
+    """
+    from ctxpolicy.plan import cache_order_warnings, plan_layers
+
+    index = {name: i for i, name in reversed(list(enumerate(policy.order)))}
+    seen: set[str] = set()
+    for process in policy.processes:
+        try:
+            plan = plan_layers(policy, process)
+        except Exception:  # noqa: BLE001, S112 - other rules report what makes a plan impossible
+            continue
+        described = [(layer.name, layer.kind, layer.collector) for layer in plan.layers]
+        for name, text in cache_order_warnings(policy, described):
+            if text not in seen and name in index:
+                seen.add(text)
+                yield Finding(
+                    ("order", index[name]), text, "order.cache-breaker", severity="warning"
+                )
+
+
 RULES: tuple[Rule, ...] = (
     check_order,
     check_layers_in_order,
@@ -210,6 +234,7 @@ RULES: tuple[Rule, ...] = (
     check_persistence,
     check_state_persistence,
     check_processes,
+    check_cache_order,
 )
 
 
@@ -221,6 +246,7 @@ def check_semantics(policy: Policy) -> list[Finding]:
 __all__ = [
     "RULES",
     "check_budget",
+    "check_cache_order",
     "check_layers_in_order",
     "check_order",
     "check_persistence",

@@ -76,6 +76,7 @@ def policies(draw: st.DrawFn) -> Any:
     data["model"] = {
         "context_window": draw(st.integers(150, 6000)),
         "tokenizer": draw(st.sampled_from(["cl100k_base", "o200k_base", "approximate"])),
+        "system_messages": draw(st.sampled_from(["separate", "merge"])),
     }
     data["budget"] = {
         "output_reserve": draw(st.sampled_from([0.0, 0.1, 0.25])),

@@ -281,6 +281,24 @@ def test_an_agent_without_system_prompt_gets_no_empty_system_message(tmp_path: P
     assert_prompt(model.seen[0], results[0], query="hi", system=None)
 
 
+def test_system_messages_merge_gives_the_model_one_leading_system_message(
+    tmp_path: Path,
+) -> None:
+    model = ToolCallingModel(responses=[AIMessage("hello")])
+    results: list[ComposeResult] = []
+    body = "model: {system_messages: merge}\n"
+    agent, _ = build(policy_file(tmp_path, body), model, [], None, results=results)
+    agent.invoke({"messages": [HumanMessage("hi")]})
+    sent = model.seen[0]
+    assert [(m.type, text(m)) for m in sent] == [
+        ("system", f"{SYSTEM}\n\n{FRAMEWORK}"),
+        ("human", "hi"),
+    ]
+    report = results[0].report
+    assert report.layer("framework__context").messages == 0
+    assert get_tokenizer("cl100k_base").count_messages(sent) == report.total_tokens
+
+
 # --------------------------------------------------------------------------- tools vs budget
 
 

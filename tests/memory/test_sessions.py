@@ -39,10 +39,11 @@ def test_distribute_broadcasts_one_item_to_every_open_session():
     delivered = sessions.distribute("deploy freeze starts at 18:00", kind="user")
     assert set(delivered) == {"a", "b", "c"}
     assert len({item.id for item in delivered.values()}) == 1
-    for sid in ("a", "b", "c"):
-        assert [i.content for i in sessions.session(sid).get_l1()] == [
+    for sid in ("a", "b", "c"):  # into L2 (the target of distribute); L1 stays private
+        assert [i.content for i in sessions.session(sid).get_l2()] == [
             "deploy freeze starts at 18:00"
         ]
+        assert sessions.session(sid).get_l1() == []
 
 
 def test_distribute_filtered_and_to_named_sessions():
@@ -79,7 +80,8 @@ def test_aggregate_merges_ranks_dedupes_and_trims():
     )
     assert 0 < len(trimmed) < len(merged)
     assert count_cl100k(rendered) <= 20
-    assert len(sessions.aggregate(["a"], tier="l1")) == 3  # 2 own + the shared one
+    assert len(sessions.aggregate(["a"], tier="l1")) == 2  # its own: L1 is private
+    assert len(sessions.aggregate(["a"], tier="l2")) >= 1  # the shared one is in L2
     assert len(sessions.aggregate(limit=2)) == 2
 
 
