@@ -177,3 +177,42 @@ def test_hook_environment_size_and_imports(
         check=True,
     )
     assert done.stdout.strip().splitlines()[-1] == repr((0, [])), done.stdout
+
+
+def test_the_installed_variant_needs_no_environment_and_reports_the_same_line(
+    pre_commit: tuple[list[str], Path, dict[str, str]],
+) -> None:
+    """``ctxpolicy-validate-installed`` runs the ctxpolicy on PATH: nothing is built."""
+    command, user, env = pre_commit
+    hook_repo, rev = hook_repository()
+    config = user / "lean-config.yaml"
+    config.write_text(
+        "repos:\n"
+        f"  - repo: {hook_repo}\n"
+        f"    rev: {rev}\n"
+        "    hooks:\n"
+        "      - id: ctxpolicy-validate-installed\n"
+        "        files: ^policies/\n",
+        encoding="utf-8",
+    )
+    lean_env = {**env, "PATH": f"{REPO / '.venv' / 'bin'}{os.pathsep}{env.get('PATH', '')}"}
+    bad = user / "policies" / "bad.yaml"
+    bad.write_text(BAD, encoding="utf-8")
+    _git(user, "add", "policies/bad.yaml")
+    try:
+        done = subprocess.run(
+            [*command, "run", "--color", "never", "--all-files", "-c", str(config)],
+            cwd=user,
+            env=lean_env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+    finally:
+        _git(user, "rm", "--quiet", "--cached", "policies/bad.yaml")
+        bad.unlink()
+    output = done.stdout + done.stderr
+    assert done.returncode == 1, output
+    assert "ctxpolicy validate (installed)" in output
+    assert BAD_LINE in output.splitlines()
