@@ -221,6 +221,33 @@ class ToolsCollectorSpec(_CollectorBase):
     service: Annotated[str, Field(pattern=SERVICE_NAME_PATTERN)] = "tools"
 
 
+class AgentOutputsCollectorSpec(_CollectorBase):
+    """Earlier agent outputs (the history's AI messages), decaying by age.
+
+    See docs/memory.md, 'Agent outputs and skills'.
+    """
+
+    type: Literal["agent_outputs"]
+    field: Annotated[str, Field(min_length=1, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")] = "messages"
+    half_life: Annotated[JsonFloat, Field(gt=0, le=10_000)] = 2.0
+    min_weight: Annotated[JsonFloat, Field(ge=0, le=1)] = 0.05
+    limit: Annotated[JsonInt, Field(ge=1, le=10_000)] = 20
+
+
+class SkillsCollectorSpec(_CollectorBase):
+    """Skill definitions from a service, activated on demand (state key or query).
+
+    See docs/memory.md, 'Agent outputs and skills'.
+    """
+
+    type: Literal["skills"]
+    service: Annotated[str, Field(pattern=SERVICE_NAME_PATTERN)] = "skills"
+    field: Annotated[str, Field(min_length=1, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")] = (
+        "active_skills"
+    )
+    match_query: bool = True
+
+
 ENV_VAR_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
 
 
@@ -258,7 +285,9 @@ CollectorSpec = Annotated[
     | MemoryCollectorSpec
     | FilesCollectorSpec
     | ToolsCollectorSpec
-    | RecallCollectorSpec,
+    | RecallCollectorSpec
+    | AgentOutputsCollectorSpec
+    | SkillsCollectorSpec,
     Field(discriminator="type"),
 ]
 
@@ -271,6 +300,8 @@ COLLECTOR_TYPES: tuple[str, ...] = (
     "files",
     "tools",
     "recall",
+    "agent_outputs",
+    "skills",
 )
 
 # --------------------------------------------------------------------------- layers
@@ -601,6 +632,7 @@ __all__ = [
     "MAX_EXTENDS_DEPTH",
     "QUERY",
     "SYSTEM_PROMPT",
+    "AgentOutputsCollectorSpec",
     "BudgetSpec",
     "CallableCollectorSpec",
     "CollectorSpec",
@@ -617,6 +649,7 @@ __all__ = [
     "RecallWeights",
     "ResolvedLayer",
     "RetrieverCollectorSpec",
+    "SkillsCollectorSpec",
     "StateCollectorSpec",
     "TemplateCollectorSpec",
     "ToolsCollectorSpec",

@@ -73,6 +73,8 @@ _BUILTINS: dict[str, str] = {
     "memory": "ctxpolicy.memory.collector:collect_memory",
     "files": "ctxpolicy.blocks.collector:collect_files",
     "tools": "ctxpolicy.collectors.tools:collect_tools",
+    "agent_outputs": "ctxpolicy.collectors.agent_outputs:collect_agent_outputs",
+    "skills": "ctxpolicy.collectors.skills:collect_skills",
 }
 _REGISTRY: dict[str, Collector] = {}
 

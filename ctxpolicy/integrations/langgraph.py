@@ -191,15 +191,20 @@ def _schema_of(engine: PolicyEngine, schema: type[Any] | None) -> type[Any]:
         state_keys(schema)  # validates it is a TypedDict
         return schema
     from ctxpolicy.state import blackboard_schema, persisted_layers
+    from ctxpolicy.state.modules import policy_state_fields
 
-    return blackboard_schema(persisted_layers(engine.policy))
+    return blackboard_schema(
+        persisted_layers(engine.policy), fields=policy_state_fields(engine.policy)
+    )
 
 
 def state_schema(engine: PolicyEngine) -> type[Any]:
     """The graph state schema for ``engine``'s policy.
 
     `Blackboard`, extended with a ``str`` field for each of the policy's own
-    ``persist: true`` layers (LangGraph keeps only the fields its schema declares).
+    ``persist: true`` layers and a field for each state key its collectors read (a
+    ``state`` collector's ``field``, an ``agent_outputs`` or ``skills`` collector's
+    ``field``): LangGraph keeps only the fields its schema declares.
     """
     return _schema_of(engine, None)
 

@@ -15,18 +15,21 @@ from __future__ import annotations
 import itertools
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from ctxpolicy.memory.items import MemoryItem, new_item_id
+from ctxpolicy.memory.packing import pack_pieces
 from ctxpolicy.memory.strategies import (
     MEMORY_SOURCES,
     Candidate,
     MemoryStrategy,
     MemoryTier,
+    content_key,
     dedupe_candidates,
     pack_candidates,
     pack_shares,
+    render_item,
     select_memory,
     source_pools,
     strategy_shares,
@@ -61,6 +64,39 @@ def current_thread_id() -> str | None:
     except RuntimeError:
         return None
     return None if found is None else str(found)
+
+
+#: Importance of a session's persisted ``__context`` layer in `MemorySessions.aggregate_context`.
+CONTEXT_IMPORTANCE = 0.8
+_CONTEXT_SUFFIX = "__context"
+#: A session's state (e.g. its LangGraph thread's values), or a function returning it.
+SessionContexts = Mapping[str, Mapping[str, Any]] | Callable[[str], Mapping[str, Any] | None]
+
+
+@dataclass(frozen=True, slots=True)
+class ContextPiece:
+    """One piece of an aggregated session context (`MemorySessions.aggregate_context`).
+
+    Attributes:
+        session_id: The session it comes from.
+        source: A persisted layer name (``compression__context``) or ``memory:<tier>``.
+        text: The piece as it goes into the prompt.
+        importance: Its rank key (a layer's: ``context_importance``; memory: the item's).
+    """
+
+    session_id: str
+    source: str
+    text: str
+    importance: float
+
+    def render(self) -> str:
+        """The piece labelled with its session and source."""
+        return f"[{self.session_id} · {self.source}]\n{self.text}"
+
+
+def render_context(pieces: Sequence[ContextPiece]) -> str:
+    """Aggregated pieces as one layer text (the order given; pieces separated by a blank line)."""
+    return "\n\n".join(piece.render() for piece in pieces)
 
 
 def _interleave(pools: Sequence[Sequence[Candidate]]) -> list[Candidate]:
@@ -528,6 +564,119 @@ class MemorySessions:
         if max_tokens is None or count_tokens is None:
             return ranked
         return pack_candidates(ranked, cap_tokens=max_tokens, count_tokens=count_tokens)
+
+    def aggregate_context(
+        self,
+        contexts: SessionContexts,
+        session_ids: Iterable[str] | None = None,
+        *,
+        max_tokens: int,
+        count_tokens: Callable[[str], int],
+        query: str | None = None,
+        strategy: MemoryStrategy | None = None,
+        layers: Iterable[str] | None = None,
+        context_importance: float = CONTEXT_IMPORTANCE,
+        separator: str = "\n\n",
+    ) -> list[ContextPiece]:
+        """Several sessions' whole contexts for one agent: merged, ranked, trimmed.
+
+        The aggregation flow of docs/memory.md, 'Aggregating session contexts': each
+        session builds its context (its persisted ``__context`` layers, read from
+        ``contexts``, plus its memory when the session is open here: `select_memory`
+        by ``strategy`` for ``query``); the pieces of all sessions are ranked by
+        importance (a layer counts as ``context_importance``, a memory item as its own
+        importance; at equal importance layers first, then sessions in the given order,
+        newer items first), repeats (same text ignoring case and spacing) count once, and
+        whole pieces are packed into ``max_tokens`` (a piece that does not fit is left
+        out; smaller later ones may still fit).
+
+        Args:
+            contexts: Per session, its state (e.g. ``graph.get_state(config).values`` of
+                the session's thread), as a mapping or a function ``(session_id) ->
+                state | None``.
+            session_ids: The sessions, in priority order; None: those of a mapping
+                ``contexts`` followed by the open sessions.
+            max_tokens: The budget (e.g. the layer's cap).
+            count_tokens: Token counter of the policy's tokenizer.
+            query: The call's query (memory search hits).
+            strategy: Memory strategy of each session's part (default ``balanced``).
+            layers: Only these ``__context`` layers (default: every non-empty one).
+            context_importance: Rank of a persisted layer against memory items.
+            separator: What the pieces are joined by (counted in the budget).
+
+        Returns:
+            The kept pieces, best first; `render_context` makes them a layer text.
+
+        Raises:
+            ValueError: ``max_tokens`` is negative, ``context_importance`` not in [0, 1],
+                or a session id is invalid.
+        """
+        if max_tokens < 0:
+            raise ValueError(f"max_tokens must be >= 0, got {max_tokens}")
+        if not 0 <= context_importance <= 1:
+            raise ValueError(f"context_importance must be in [0, 1], got {context_importance!r}")
+        if session_ids is not None:
+            ids = list(session_ids)
+        elif isinstance(contexts, Mapping):
+            ids = [*contexts, *self._sessions]
+        else:
+            ids = list(self._sessions)
+        wanted = None if layers is None else set(layers)
+        ranked: list[tuple[float, int, int, int, ContextPiece]] = []
+        for order, sid in enumerate(dict.fromkeys(_check_session_id(s) for s in ids)):
+            state = contexts.get(sid) if isinstance(contexts, Mapping) else contexts(sid)
+            ranked.extend(
+                (-piece.importance, kind, order, age, piece)
+                for kind, age, piece in self._session_pieces(
+                    sid,
+                    state or {},
+                    wanted=wanted,
+                    context_importance=context_importance,
+                    query=query,
+                    strategy=strategy,
+                )
+            )
+        ranked.sort(key=lambda entry: entry[:4])
+        seen: set[str] = set()
+        unique: list[ContextPiece] = []
+        for *_, piece in ranked:
+            key = content_key(piece.text)
+            if key not in seen:
+                seen.add(key)
+                unique.append(piece)
+        texts = [piece.render() for piece in unique]
+        kept = pack_pieces(
+            texts, cap_tokens=max_tokens, count_tokens=count_tokens, separator=separator
+        )
+        return [unique[i] for i in kept]
+
+    def _session_pieces(
+        self,
+        sid: str,
+        state: Mapping[str, Any],
+        *,
+        wanted: set[str] | None,
+        context_importance: float,
+        query: str | None,
+        strategy: MemoryStrategy | None,
+    ) -> list[tuple[int, int, ContextPiece]]:
+        """One session's context (``Session.build_context``): ``(kind, -seq, piece)``."""
+        pieces: list[tuple[int, int, ContextPiece]] = [
+            (0, 0, ContextPiece(sid, name, value.strip(), context_importance))
+            for name, value in state.items()
+            if name.endswith(_CONTEXT_SUFFIX)
+            and (wanted is None or name in wanted)
+            and isinstance(value, str)
+            and value.strip()
+        ]
+        memory = self._sessions.get(sid)
+        if memory is not None:
+            for candidate in select_memory(memory, strategy=strategy, query=query):
+                item = candidate.item
+                source = f"memory:{candidate.tier}"
+                piece = ContextPiece(sid, source, render_item(item), item.importance)
+                pieces.append((1, -item.seq, piece))
+        return pieces
 
     def to_data(self) -> dict[str, Any]:
         """Plain data of every open session (`from_data` restores it)."""

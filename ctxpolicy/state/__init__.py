@@ -31,7 +31,7 @@ from ctxpolicy.state.blackboard import (
 from ctxpolicy.state.buffer import UnknownStateKeyError
 from ctxpolicy.state.builder import StateBuilder
 from ctxpolicy.state.ids import stable_message_id, user_turn, with_stable_ids
-from ctxpolicy.state.modules import check_persistable, persisted_layers
+from ctxpolicy.state.modules import check_persistable, persisted_layers, policy_state_fields
 from ctxpolicy.state.snapshots import (
     ContextsSnapshot,
     MapReduceSnapshot,
@@ -63,6 +63,7 @@ __all__ = [
     "merge_keys",
     "merge_results",
     "persisted_layers",
+    "policy_state_fields",
     "result_key",
     "stable_message_id",
     "state_keys",

@@ -194,42 +194,59 @@ def state_keys(schema: type[Any] = Blackboard) -> frozenset[str]:
 
 
 def blackboard_schema(
-    persisted_layers: Iterable[str], *, base: type[Any] = Blackboard, name: str = "PolicyBlackboard"
+    persisted_layers: Iterable[str],
+    *,
+    base: type[Any] = Blackboard,
+    name: str = "PolicyBlackboard",
+    fields: Iterable[str] = (),
 ) -> type[Any]:
-    """``base`` extended with a ``str`` field for each persisted ``__context`` layer it lacks.
+    """``base`` extended with a ``str`` field for each persisted ``__context`` layer it lacks
+    and an ``Any`` field for each of ``fields`` it lacks.
 
     Use it when a team policy persists its own block layer (``profile__context`` with
-    ``persist: true``): LangGraph only keeps fields its state schema declares.
+    ``persist: true``) or its collectors read state keys of their own (a ``state``
+    collector's ``field``, ``active_skills``): LangGraph only keeps fields its state
+    schema declares.
 
     Args:
         persisted_layers: Layer names, e.g. ``persisted_layers(policy)``.
         base: The TypedDict to extend (default `Blackboard`).
         name: Name of the generated TypedDict.
+        fields: Other state keys, e.g. ``policy_state_fields(policy)``.
 
     Raises:
-        ValueError: a name is not a ``__context`` block layer name.
+        ValueError: a name is not a ``__context`` block layer name, or a field name is
+            not an identifier.
     """
     layers = tuple(persisted_layers)
     for layer in layers:
         if not is_block_layer(layer):
             raise ValueError(f"persisted_layers: {layer!r} is not a __context block layer name")
+    others = tuple(fields)
+    for field in others:
+        if not isinstance(field, str) or not field.isidentifier():
+            raise ValueError(f"fields: {field!r} is not a state key name")
     known = state_keys(base)
     extra = tuple(sorted({layer for layer in layers if layer not in known}))
-    if not extra:
+    loose = tuple(sorted({f for f in others if f not in known and f not in extra}))
+    if not extra and not loose:
         return base
-    return _extended_schema(base, extra, name)
+    return _extended_schema(base, extra, name, loose)
 
 
-#: Extended schemas by (base, extra layers, name): the same policy yields the same class.
-_EXTENDED: dict[tuple[type[Any], tuple[str, ...], str], type[Any]] = {}
+#: Extended schemas by (base, extra layers, name, other fields): the same policy yields
+#: the same class.
+_EXTENDED: dict[tuple[type[Any], tuple[str, ...], str, tuple[str, ...]], type[Any]] = {}
 
 
-def _extended_schema(base: type[Any], extra: tuple[str, ...], name: str) -> type[Any]:
-    key = (base, extra, name)
+def _extended_schema(
+    base: type[Any], extra: tuple[str, ...], name: str, loose: tuple[str, ...] = ()
+) -> type[Any]:
+    key = (base, extra, name, loose)
     found = _EXTENDED.get(key)
     if found is None:
         hints = typing.get_type_hints(base, include_extras=True)
-        fields = {**hints, **dict.fromkeys(extra, str)}
+        fields = {**hints, **dict.fromkeys(extra, str), **dict.fromkeys(loose, Any)}
         created: type[Any] = TypedDict(name, fields, total=False)  # type: ignore[misc]
         found = _EXTENDED.setdefault(key, created)
     return found

@@ -29,6 +29,7 @@ from ctxpolicy.state.modules import (
     TimelineModule,
     TodoModule,
     persisted_layers,
+    policy_state_fields,
 )
 
 if TYPE_CHECKING:
@@ -42,7 +43,8 @@ class StateBuilder:
         state: The state LangGraph passed to the node (a `Blackboard`, or the payload
             of a ``Send``).
         policy: The effective policy; decides which ``__context`` layers may be
-            persisted. Without one, only ``compression__context`` persists.
+            persisted (without one, only ``compression__context`` persists); the state
+            keys its collectors read (`policy_state_fields`) are accepted too.
         schema: The state TypedDict (default `Blackboard`; a subclass or
             `blackboard_schema(...)` for extra fields).
 
@@ -75,7 +77,11 @@ class StateBuilder:
         *,
         schema: type[Any] = Blackboard,
     ) -> None:
-        keys = state_keys(schema) | frozenset(persisted_layers(policy))
+        keys = (
+            state_keys(schema)
+            | frozenset(persisted_layers(policy))
+            | frozenset(policy_state_fields(policy))
+        )
         self._buf = PatchBuffer(state, keys=keys)
         self.session = SessionModule(self._buf)
         self.routing = RoutingModule(self._buf)

@@ -56,6 +56,28 @@ def persisted_layers(policy: Policy | None) -> tuple[str, ...]:
     return tuple(name for name in policy.block_layers if policy.layer(name).persist)
 
 
+#: Collector types whose spec names a state key in ``field``.
+_FIELD_COLLECTORS = frozenset({"state", "agent_outputs", "skills"})
+
+
+def policy_state_fields(policy: Policy | None) -> tuple[str, ...]:
+    """The state keys ``policy``'s collectors read (``field`` of a ``state``,
+    ``agent_outputs`` or ``skills`` collector), sorted.
+
+    They belong to the graph's state schema (`state_schema`) whenever the policy uses
+    them, and `StateBuilder` accepts them.
+    """
+    if policy is None:
+        return ()
+    found: set[str] = set()
+    for name in policy.block_layers:
+        spec = policy.layer(name).collector
+        field = getattr(spec, "field", None) if spec is not None else None
+        if spec is not None and spec.type in _FIELD_COLLECTORS and isinstance(field, str):
+            found.add(field)
+    return tuple(sorted(found))
+
+
 def check_persistable(layer: str, policy: Policy | None) -> None:
     """Raise `PersistenceError` (naming the layer and the reason) unless ``layer`` may persist."""
     if not isinstance(layer, str) or not is_block_layer(layer):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from langchain_core.messages import HumanMessage, SystemMessage
+from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 from langchain_core.tools import tool
 
 from ctxpolicy.engine import PolicyEngine
@@ -115,12 +115,17 @@ def test_seed_002_loom_sources_policy_fills_its_memory_tiers_and_tools():
         )
     engine = PolicyEngine(
         load_policy(path),
-        services={"memory": mem, "tools": [read_file], "knowledge": lambda q: []},
+        services={
+            "memory": mem,
+            "tools": [read_file],
+            "knowledge": lambda q: [],
+            "skills": {"triage": "Sort tickets by urgency."},
+        },
     )
     result = engine.compose(
         system_prompt="You are Loom.",
         query="what happened with invoice7?",
-        state={"skills": "triage", "agent_outputs": "done"},
+        state={"active_skills": ["triage"], "messages": [AIMessage("done", name="loom")]},
     )
     layers = {layer.name: layer for layer in result.report.layers}
     for name in ("recent__context", "important__context", "semantic__context", "tools__context"):
