@@ -14,15 +14,19 @@ def load(name: str):
     return YAML(typ="safe", pure=True).load((REPO / name).read_text(encoding="utf-8"))
 
 
-def test_published_hook() -> None:
-    [hook] = load(".pre-commit-hooks.yaml")
+def test_published_hooks() -> None:
+    hook, installed = load(".pre-commit-hooks.yaml")
     assert hook["id"] == "ctxpolicy-validate"
-    assert hook["entry"] == "ctxpolicy validate"
     assert hook["language"] == "python"  # installs this package, console script included
-    assert hook["pass_filenames"] is False  # validates the whole folder: children of a base
-    for name in ("policies/base.yaml", "policies/teams/analytics.toml", "x/templates/todo.j2"):
-        assert re.search(hook["files"], name)
-    assert not re.search(hook["files"], "README.md")
+    # the lean variant builds nothing: it runs the ctxpolicy the project installed
+    assert installed["id"] == "ctxpolicy-validate-installed"
+    assert installed["language"] == "system"
+    for published in (hook, installed):
+        assert published["entry"] == "ctxpolicy validate"
+        assert published["pass_filenames"] is False  # validates the whole folder
+        for name in ("policies/base.yaml", "policies/teams/analytics.toml", "x/templates/todo.j2"):
+            assert re.search(published["files"], name)
+        assert not re.search(published["files"], "README.md")
 
 
 def test_repository_uses_its_own_hook(monkeypatch, capsys) -> None:
