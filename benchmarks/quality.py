@@ -55,14 +55,12 @@ import gc
 import json
 import math
 import os
-import platform
 import re
 import statistics
 import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -70,6 +68,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 from needles import DEPTHS, KINDS, WORDINGS, Query, Session, make_session, message_text
+from run import machine
 
 from ctxpolicy.tokens import MESSAGE_OVERHEAD, get_tokenizer
 
@@ -593,7 +592,7 @@ def run(
     started = time.time()
     out: dict[str, Any] = {
         "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
-        "machine": machine(),
+        "machine": machine(("ctxpolicy", "langchain-core", "tiktoken", "rank-bm25")),
         "config": {
             "budget": BUDGET,
             "sizes": list(sizes),
@@ -643,21 +642,6 @@ def run(
     out["targets"] = evaluate(out)
     out["elapsed_s"] = time.time() - started
     return out
-
-
-def machine() -> dict[str, Any]:
-    versions = {}
-    for package in ("ctxpolicy", "langchain-core", "tiktoken", "rank-bm25"):
-        try:
-            versions[package] = metadata.version(package)
-        except metadata.PackageNotFoundError:
-            versions[package] = None
-    return {
-        "platform": platform.platform(),
-        "cpus": os.cpu_count(),
-        "python": platform.python_version(),
-        "versions": versions,
-    }
 
 
 # ---------------------------------------------------------------------------- targets

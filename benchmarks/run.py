@@ -61,9 +61,12 @@ def discover(only: list[str] | None) -> list[str]:
     return names
 
 
-def machine() -> dict[str, Any]:
+def machine(
+    packages: tuple[str, ...] = ("ctxpolicy", "langchain-core", "tiktoken", "pydantic"),
+) -> dict[str, Any]:
+    """The machine and the versions of ``packages`` (for the results files)."""
     versions = {}
-    for package in ("ctxpolicy", "langchain-core", "tiktoken", "pydantic"):
+    for package in packages:
         try:
             versions[package] = metadata.version(package)
         except metadata.PackageNotFoundError:
@@ -214,9 +217,7 @@ def evaluate(benchmarks: dict[str, Any]) -> list[dict[str, Any]]:
             )
         )
     else:
-        rows.append(
-            _row("`ctxpolicy validate` / `check-jsonschema`", "not measured", "-", None)
-        )
+        rows.append(_row("`ctxpolicy validate` / `check-jsonschema`", "not measured", "-", None))
     return rows
 
 
@@ -270,8 +271,7 @@ def main(argv: list[str] | None = None) -> int:
     m = report["machine"]
     header = (
         f"Machine: {m['platform']}, {m['cpus']} CPUs, Python {m['python']}; "
-        f"run {report['started']} - {report['finished']}"
-        + (" (--quick)" if args.quick else "")
+        f"run {report['started']} - {report['finished']}" + (" (--quick)" if args.quick else "")
     )
     markdown = "\n\n".join(
         [

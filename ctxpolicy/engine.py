@@ -449,7 +449,15 @@ class PolicyEngine:
     The engine is immutable after construction and safe to share across threads.
     """
 
-    __slots__ = ("_memories", "_plans", "_policy", "_recall_lock", "_recallers", "_services")
+    __slots__ = (
+        "_memories",
+        "_plans",
+        "_policy",
+        "_recall_lock",
+        "_recallers",
+        "_services",
+        "_tiered_services",
+    )
 
     def __init__(self, policy: Policy, *, services: Mapping[str, Any] | None = None) -> None:
         from ctxpolicy.policy import Policy
@@ -465,6 +473,17 @@ class PolicyEngine:
         self._recallers: dict[str, Recaller] = {}
         # memory layers with ``tiers`` and no service: one memory per (layer, thread)
         self._memories: dict[tuple[str, str], Any] = {}
+        # layer -> its memory service name, for the memory layers that declare ``tiers``
+        # (decided once here: every compose asks, see `_owns_memory`)
+        self._tiered_services: Mapping[str, str] = MappingProxyType(
+            {
+                name: spec.service
+                for name, spec in (
+                    (name, policy.layer(name).collector) for name in policy.block_layers
+                )
+                if spec is not None and spec.type == "memory" and spec.tiers is not None
+            }
+        )
         self._recall_lock = threading.Lock()
 
     @classmethod
@@ -510,7 +529,7 @@ class PolicyEngine:
             self._policy.model_copy(update={"model": model}), services=self._services
         )
         other._recallers = self._recallers  # one index per recall layer, shared
-        other._memories = self._memories
+        other._memories = self._memories  # same layers: same tiered memories
         other._recall_lock = self._recall_lock
         return other
 
@@ -632,9 +651,11 @@ class PolicyEngine:
         )
         _check_thread_id(thread_id)
         owned = [
-            layer.name
-            for layer in plan.layers
-            if self._owns_memory(layer.name, merged, state) and layer.name not in overrides
+            name
+            for name in self._tiered_services
+            if plan.includes(name)
+            and name not in overrides
+            and self._owns_memory(name, merged, state)
         ]
         if (recall_layers or owned) and thread_id is None:
             thread_id = _langgraph_thread_id()
@@ -1086,14 +1107,8 @@ class PolicyEngine:
         self, layer: str, services: Mapping[str, Any], state: Mapping[str, Any]
     ) -> bool:
         """Whether the engine keeps layer ``layer``'s memory itself (``tiers``, no service)."""
-        spec = self._policy.layer(layer).collector
-        return (
-            spec is not None
-            and spec.type == "memory"
-            and spec.tiers is not None
-            and spec.service not in services
-            and spec.service not in state
-        )
+        service = self._tiered_services.get(layer)
+        return service is not None and service not in services and service not in state
 
     def _with_owned_memories(
         self,

@@ -15,9 +15,9 @@ See docs/recall.md, "Index".
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from ctxpolicy.recall.units import Unit
 
@@ -37,6 +37,24 @@ STOPWORDS = frozenset(
     """.split()  # noqa: SIM905 - a word list reads best as text
 )
 _WORD = re.compile(r"\w+", re.UNICODE)
+#: Most index postings one search ranks: bm25 costs time per matching row, so only rows
+#: holding one of the rarer terms are ranked, the rarest terms first up to this many
+#: rows (every term still counts in their score).
+MAX_RANKED_POSTINGS = 6_000
+#: The columns a backend's search returns for a unit, in this order (`unit_from_row`).
+UNIT_COLUMNS = (
+    "message_id",
+    "position",
+    "part",
+    "role",
+    "tool",
+    "start_line",
+    "end_line",
+    "text",
+    "context",
+    "statement",
+)
+
 #: Score factor of a unit that states a value (`ctxpolicy.recall.units.states_value`):
 #: a fact's statement ranks above the many lines that only mention its subject.
 STATEMENT_BOOST = 1.5
@@ -57,6 +75,44 @@ def query_terms(text: str, *, limit: int = 32) -> list[str]:
         if len(seen) >= limit:
             break
     return list(seen)
+
+
+def terms_within_budget(
+    postings: Mapping[str, int], terms: Sequence[str], *, budget: int = MAX_RANKED_POSTINGS
+) -> list[str]:
+    """The ``terms`` whose rows one search ranks: rarest first, within ``budget`` postings.
+
+    A term that matches nothing is dropped; the rarest matching term is always kept.
+    Both backends decide this here, each from its own posting counts.
+    """
+    counted = sorted((postings.get(t, 0), i, t) for i, t in enumerate(dict.fromkeys(terms)))
+    kept: list[str] = []
+    total = 0
+    for count, _, term in counted:
+        if count == 0:
+            continue
+        if kept and total + count > budget:
+            break
+        kept.append(term)
+        total += count
+    return kept
+
+
+def unit_from_row(row: Sequence[Any]) -> Unit:
+    """A `Unit` from a search row whose first columns are `UNIT_COLUMNS`."""
+    message_id, position, part, role, tool, start, end, text, context, statement = row[:10]
+    return Unit(
+        str(message_id),
+        int(position),
+        int(part),
+        str(role),
+        tool,
+        int(start),
+        int(end),
+        str(text),
+        str(context),
+        bool(statement),
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,4 +160,14 @@ class RecallIndex(Protocol):
         ...
 
 
-__all__ = ["STATEMENT_BOOST", "STOPWORDS", "RecallHit", "RecallIndex", "query_terms"]
+__all__ = [
+    "MAX_RANKED_POSTINGS",
+    "STATEMENT_BOOST",
+    "STOPWORDS",
+    "UNIT_COLUMNS",
+    "RecallHit",
+    "RecallIndex",
+    "query_terms",
+    "terms_within_budget",
+    "unit_from_row",
+]

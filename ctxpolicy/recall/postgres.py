@@ -71,8 +71,13 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ctxpolicy.recall.index import STATEMENT_BOOST, RecallHit
-from ctxpolicy.recall.sqlite import MAX_RANKED_POSTINGS
+from ctxpolicy.recall.index import (
+    MAX_RANKED_POSTINGS,
+    STATEMENT_BOOST,
+    RecallHit,
+    terms_within_budget,
+    unit_from_row,
+)
 from ctxpolicy.recall.units import Unit, states_value
 
 if TYPE_CHECKING:
@@ -492,24 +497,7 @@ class PostgresRecallIndex:
             params[f"w{i}"] = _idf(stats.units, stats.postings[term])
         with self._pool.connection() as conn:
             rows = conn.execute(self._search_query(len(scored), len(kept)), params).fetchall()
-        return [
-            RecallHit(
-                Unit(
-                    str(m),
-                    int(p),
-                    int(part),
-                    str(role),
-                    tool,
-                    int(s),
-                    int(e),
-                    str(t),
-                    str(c),
-                    bool(st),
-                ),
-                max(float(score), 1e-12),
-            )
-            for m, p, part, role, tool, s, e, t, c, st, score in rows
-        ]
+        return [RecallHit(unit_from_row(row), max(float(row[-1]), 1e-12)) for row in rows]
 
     def forget_messages(self, thread: str, message_ids: Sequence[str]) -> int:
         """Remove messages of an abandoned branch (and their units) from ``thread``.
@@ -562,17 +550,8 @@ def _idf(units: int, matching: int) -> float:
 
 
 def _within_budget(postings: dict[str, int], terms: Sequence[str]) -> list[str]:
-    counted = sorted((postings.get(t, 0), i, t) for i, t in enumerate(terms))
-    kept: list[str] = []
-    total = 0
-    for count, _, term in counted:
-        if count == 0 or term in kept:
-            continue
-        if kept and total + count > MAX_RANKED_POSTINGS:
-            break
-        kept.append(term)
-        total += count
-    return kept
+    # this module's MAX_RANKED_POSTINGS (tests lower it to exercise the bound)
+    return terms_within_budget(postings, terms, budget=MAX_RANKED_POSTINGS)
 
 
 __all__ = ["MAX_CACHED_THREADS", "STATS_TTL_S", "PostgresRecallIndex"]

@@ -37,7 +37,6 @@ DEFAULT_HEADER = (
 _SPACE = re.compile(r"\s+")
 #: Fewer tokens than a label and a word: packing stops when less than this is left.
 MIN_LINE_TOKENS = 8
-_WORD = re.compile(r"\w+", re.UNICODE)
 #: A value: a token with a digit, or words joined by ``- _ . / : # @``.
 _VALUE = re.compile(r"\w*\d\w*|\w+(?:[-]*[_./:#@]+[-\w]+)+|#[\w-]+", re.UNICODE)
 #: A connector followed by a capitalised name (``owner is Ingrid Solberg``).
@@ -116,19 +115,6 @@ def _statement_subject(text: str, pattern: re.Pattern[str] | None) -> frozenset[
     if _VALUE.search(tail) or _NAMED.search(tail):
         return frozenset(found)
     return frozenset()
-
-
-def subject_terms(text: str, terms: Collection[str]) -> frozenset[str]:
-    """The query ``terms`` that ``text`` contains (compared after a light stemming)."""
-    pattern = _terms_pattern(terms)
-    if pattern is None:
-        return frozenset()
-    return frozenset(m.group(1).lower() for m in pattern.finditer(text))
-
-
-def states_value(text: str, terms: Collection[str]) -> bool:
-    """Whether ``text`` names one of ``terms`` and then gives a value (rule 4's statements)."""
-    return bool(_statement_subject(text, _terms_pattern(terms)))
 
 
 def render_line(hit: RecallHit) -> str:
@@ -273,6 +259,4 @@ __all__ = [
     "RecalledUnit",
     "render_line",
     "select_units",
-    "states_value",
-    "subject_terms",
 ]

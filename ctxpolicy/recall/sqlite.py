@@ -16,7 +16,13 @@ import threading
 from collections.abc import Sequence
 from pathlib import Path
 
-from ctxpolicy.recall.index import STATEMENT_BOOST, RecallHit
+from ctxpolicy.recall.index import (
+    MAX_RANKED_POSTINGS,
+    STATEMENT_BOOST,
+    RecallHit,
+    terms_within_budget,
+    unit_from_row,
+)
 from ctxpolicy.recall.units import Unit, states_value
 
 _SCHEMA = """
@@ -49,10 +55,6 @@ CREATE VIRTUAL TABLE IF NOT EXISTS recall_fts USING fts5(
 """
 #: bm25 column weights: the unit's own text counts most, its context and tool name less.
 _WEIGHTS = (1.0, 0.3, 0.5)
-#: Most index postings one search ranks: bm25 costs time per matching row, so the
-#: most common terms are left out once the rarer ones already match this many rows
-#: (a term found in a large share of all units says little about any of them).
-MAX_RANKED_POSTINGS = 6_000
 
 
 def _match_expression(terms: Sequence[str]) -> str:
@@ -165,17 +167,8 @@ class SQLiteRecallIndex:
         The rarest term is always kept; a term that matches nothing is dropped.
         """
         with self._lock:
-            counted = sorted((self._postings(t), i, t) for i, t in enumerate(terms))
-        kept: list[str] = []
-        total = 0
-        for count, _, term in counted:
-            if count == 0:
-                continue
-            if kept and total + count > MAX_RANKED_POSTINGS:
-                break
-            kept.append(term)
-            total += count
-        return kept
+            postings = {term: self._postings(term) for term in dict.fromkeys(terms)}
+        return terms_within_budget(postings, terms, budget=MAX_RANKED_POSTINGS)
 
     def forget_messages(self, thread: str, message_ids: Sequence[str]) -> int:
         """Remove messages (and their units) from ``thread``: an abandoned branch.
@@ -243,24 +236,7 @@ class SQLiteRecallIndex:
             rows = self._conn.execute(
                 sql, (*_WEIGHTS, STATEMENT_BOOST, expression, thread, limit)
             ).fetchall()
-        return [
-            RecallHit(
-                Unit(
-                    str(m),
-                    int(p),
-                    int(part),
-                    str(role),
-                    tool,
-                    int(s),
-                    int(e),
-                    str(t),
-                    str(c),
-                    bool(st),
-                ),
-                -float(score),
-            )
-            for m, p, part, role, tool, s, e, t, c, st, score in rows
-        ]
+        return [RecallHit(unit_from_row(row), -float(row[-1])) for row in rows]
 
     def close(self) -> None:
         """Close the connection."""
