@@ -239,3 +239,26 @@ def test_an_engine_with_a_smaller_window_shares_the_warm_index(long_session) -> 
         engine.with_context_window(0)
     with pytest.raises(TypeError, match="int"):
         engine.with_context_window(1.5)  # type: ignore[arg-type]
+
+
+def test_a_wide_cap_that_does_not_hold_falls_back_to_the_held_cap(
+    long_session, monkeypatch
+) -> None:
+    engine = PolicyEngine.from_file(long_session(window=6000))
+    facts = {
+        i: f"10:17 svc{i % 13} WARN cache shard {i} at 9{i}% on db-{i}" for i in range(0, 200, 2)
+    }
+    history = session(200, facts=facts)
+    ask(engine, history, "warm up the index", qid="w")
+    # claim far more room than the prompt has: the composed layer would be cut
+    monkeypatch.setattr(PolicyEngine, "_wide_cap", staticmethod(lambda call, comp, name: 50_000))
+    index = engine.recaller("recall__context").index
+    searches: list[object] = []
+    original = index.search
+    monkeypatch.setattr(index, "search", lambda *a, **k: searches.append(a) or original(*a, **k))
+    result = ask(engine, history, "cache shard warnings on the db hosts?")
+    recall = result.report.layer("recall__context")
+    assert recall.recalled and not recall.cuts  # packed again within its own cap
+    assert recall.tokens <= (recall.base_cap or 0)
+    assert result.report.total_tokens <= result.report.available_tokens
+    assert len(searches) == 1  # the second packing reused the first search
