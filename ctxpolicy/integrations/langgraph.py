@@ -449,8 +449,9 @@ def _record_turn(
         reply = reply.model_copy(update={"name": name})
     if result.compacted_history is not None:
         sb.memory.replace(result.compacted_history)
+    history = list(sb.memory.snapshot())  # nothing appended yet: no merge to pay for
     sb.memory.append([reply])
-    history = sb.memory.snapshot()  # with the reply's stable id
+    history.append(sb.memory.delta()[-1])  # the reply, with the stable id it is stored under
     turn = max((i for i, m in enumerate(history) if m.type == "human"), default=len(history) - 1)
     engine.record(history, thread_id=_thread_id(config), since=turn)
     sb.contexts.persist(result.persist)

@@ -127,6 +127,10 @@ class PatchBuffer:
         merged: list[BaseMessage] = add_messages(left, right)  # type: ignore[assignment]
         return list(merged)
 
+    def appended_messages(self) -> tuple[BaseMessage, ...]:
+        """This node's pending appends, with the ids they will be stored under."""
+        return tuple(self._appended)
+
     def append_messages(self, delta: Sequence[BaseMessage], *, force_ids: bool = False) -> None:
         """Append ``delta`` (stable ids for messages without one)."""
         self.check_key(MESSAGES)

@@ -187,6 +187,10 @@ class MemoryModule(_Module):
         """The history: Human, AI and Tool messages only (with this node's writes applied)."""
         return tuple(m for m in self._buf.messages() if m.type in ("human", "ai", "tool"))
 
+    def delta(self) -> tuple[BaseMessage, ...]:
+        """What this node appended so far, with the stable ids the messages get."""
+        return self._buf.appended_messages()
+
     def append(self, delta: Sequence[BaseMessage]) -> None:
         """Append the messages this node must persist (only the delta, never the prompt).
 

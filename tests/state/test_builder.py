@@ -408,3 +408,12 @@ def test_reducer_fields_cannot_be_written_as_plain_fields() -> None:
         sb._buf.write("messages", [])
     with pytest.raises(UnknownStateKeyError, match="'nope'"):
         sb._buf.write("nope", 1)
+
+
+def test_memory_delta_gives_the_appended_messages_with_their_stored_ids() -> None:
+    sb = StateBuilder({"messages": [HumanMessage("hi", id="h1")]})
+    assert sb.memory.delta() == ()
+    sb.memory.append([AIMessage("hello")])
+    (reply,) = sb.memory.delta()
+    assert reply.id  # the stable id the reducer will store it under
+    assert [m.id for m in sb.memory.snapshot()] == ["h1", reply.id]
