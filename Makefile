@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint bench bench-quality clean system-deps docs-preview clients
+.PHONY: demo test lint bench bench-quality clean system-deps docs-preview clients architecture
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -22,7 +22,8 @@ demo: $(STAMP)
 	$(BIN)/python examples/long_session.py
 
 lint: $(STAMP)
-	$(BIN)/ruff check ctxpolicy tests examples benchmarks docs
+	$(BIN)/ruff check ctxpolicy tests examples benchmarks docs tools
+	$(BIN)/ruff format --check ctxpolicy tests examples benchmarks docs tools
 	$(BIN)/mypy
 
 system-deps:
@@ -50,6 +51,11 @@ bench: $(STAMP)
 bench-quality: $(STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[bench]'
 	$(BIN)/python benchmarks/quality.py
+
+# Structure figures (lines, complexity, imports inside functions, hops per compose):
+# tools/architecture.py; tests/test_architecture.py holds the rules they must keep.
+architecture: $(STAMP)
+	$(BIN)/python tools/architecture.py --list
 
 docs-preview: $(STAMP)
 	$(BIN)/python docs/make_preview.py

@@ -28,9 +28,9 @@ from pathlib import Path
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
 from ctxpolicy.collectors.base import CollectRequest
+from ctxpolicy.collectors.memory import collect_memory
 from ctxpolicy.engine import PolicyEngine
 from ctxpolicy.memory import TieredMemory
-from ctxpolicy.memory.collector import collect_memory
 from ctxpolicy.policy import Policy
 from ctxpolicy.tokens import get_tokenizer
 

@@ -107,9 +107,7 @@ def run(*, quick: bool = False) -> dict[str, Any]:
         "median_ms": {k: statistics.median(v) for k, v in samples.items()},
         "ratio": statistics.median(
             a / b
-            for a, b in zip(
-                samples["ctxpolicy_validate"], samples["check_jsonschema"], strict=True
-            )
+            for a, b in zip(samples["ctxpolicy_validate"], samples["check_jsonschema"], strict=True)
         ),
     }
 

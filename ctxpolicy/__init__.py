@@ -17,7 +17,7 @@ _EXPORTS: dict[str, str] = {
     "load_policy": "ctxpolicy.loading",
     "validate_paths": "ctxpolicy.loading",
     "Policy": "ctxpolicy.policy",
-    "PolicyIssue": "ctxpolicy.issues",
+    "PolicyIssue": "ctxpolicy.diagnostics",
     # engine
     "PolicyEngine": "ctxpolicy.engine",
     "ComposeResult": "ctxpolicy.engine",
@@ -68,6 +68,7 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:
     from ctxpolicy.compose import compose_messages
+    from ctxpolicy.diagnostics import PolicyIssue
     from ctxpolicy.engine import ComposeResult, PolicyEngine
     from ctxpolicy.errors import (
         BudgetExceededError,
@@ -78,7 +79,6 @@ if TYPE_CHECKING:
         QueryPathError,
         UnknownProcessError,
     )
-    from ctxpolicy.issues import PolicyIssue
     from ctxpolicy.loading import load_policy, validate_paths
     from ctxpolicy.plan import LayerPlan
     from ctxpolicy.policy import Policy

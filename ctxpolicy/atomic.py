@@ -10,17 +10,33 @@ left exactly as it was.
 such as ``extends`` resolve exactly as they will once the text is written) and always
 removes it. `locked_for_update` serializes read-modify-write cycles on one file between
 threads and processes, so concurrent editors never lose each other's edits.
+
+The lock is an advisory ``flock`` on the policy file itself, not a library lock file
+(``filelock`` and the like): those lock a separate ``NAME.lock`` that stays behind in
+the team's policy folder after every edit, and cannot lock the policy file itself
+because `write_text_atomic` replaces it with a new inode, which a waiter has to notice
+(see `locked_for_update`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import stat
 import tempfile
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from types import ModuleType
+
+from ctxpolicy.errors import NotRegularFileError
+
+fcntl: ModuleType | None
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - Windows: only the in-process lock applies
+    fcntl = None
 
 __all__ = ["locked_for_update", "sibling_temp_file", "write_text_atomic"]
 
@@ -157,15 +173,33 @@ def _thread_lock(path: Path) -> threading.Lock:
 
 def _require_regular_file(mode: int, path: Path) -> None:
     """Refuse FIFOs, sockets and devices: reading one blocks forever or never ends."""
-    import errno
-    import stat
-
-    from ctxpolicy.reading import NotRegularFileError
-
     if not stat.S_ISREG(mode):
         raise NotRegularFileError(
             errno.EINVAL, "not a regular file (a FIFO, socket or device)", str(path)
         )
+
+
+def _open_current(dest: Path, locks: ModuleType) -> int | None:
+    """A descriptor of the file at ``dest`` with an exclusive ``flock`` (from ``locks``,
+    the ``fcntl`` module) held on it, or None when ``dest`` was replaced while waiting
+    for the lock (then retry)."""
+    # O_NONBLOCK: a FIFO swapped in after the first check must not block the open.
+    fd = os.open(dest, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    try:
+        _require_regular_file(os.fstat(fd).st_mode, dest)
+        locks.flock(fd, locks.LOCK_EX)
+        held = os.fstat(fd)
+        current = dest.stat()
+    except FileNotFoundError:
+        os.close(fd)
+        return None
+    except BaseException:
+        os.close(fd)
+        raise
+    if (current.st_ino, current.st_dev) != (held.st_ino, held.st_dev):
+        os.close(fd)
+        return None
+    return fd
 
 
 @contextlib.contextmanager
@@ -184,27 +218,13 @@ def locked_for_update(path: str | os.PathLike[str]) -> Iterator[None]:
     dest = Path(path)
     _require_regular_file(dest.stat().st_mode, dest)
     with _thread_lock(dest):
-        try:
-            import fcntl
-        except ImportError:  # pragma: no cover - Windows
+        if fcntl is None:  # pragma: no cover - Windows
             yield
             return
-        while True:
-            # O_NONBLOCK: a FIFO swapped in after the check above must not block the open.
-            fd = os.open(dest, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
-            try:
-                _require_regular_file(os.fstat(fd).st_mode, dest)
-                fcntl.flock(fd, fcntl.LOCK_EX)
-                try:
-                    current = dest.stat()
-                except FileNotFoundError:
-                    current = None
-                held = os.fstat(fd)
-                if current is not None and (current.st_ino, current.st_dev) == (
-                    held.st_ino,
-                    held.st_dev,
-                ):
-                    yield
-                    return
-            finally:
-                os.close(fd)  # closing releases the flock
+        fd = None
+        while fd is None:
+            fd = _open_current(dest, fcntl)
+        try:
+            yield
+        finally:
+            os.close(fd)  # closing releases the flock

@@ -1,11 +1,14 @@
-"""The pure composer: a `LayerPlan` plus explicit values in, ``list[BaseMessage]`` out.
+"""The composer: one checked call plus the layers' values in, messages and report out.
 
-No state, no I/O: it receives ``system_prompt``, ``checkpoint_messages``, ``contexts``
-and ``query`` only (see docs/design.md, 'Two sides: the prompt and the state').
-`compose_layers` is the one implementation; it also returns the report and, when the
-history's overflow rule is ``summarize``, what should be summarized. `compose_messages`
-is the public thin wrapper; `ctxpolicy.engine.PolicyEngine` adds collectors and the
-summarizer on top.
+No state, no I/O: a call's inputs are ``system_prompt``, ``checkpoint_messages``,
+``contexts`` and ``query`` only (see docs/design.md, 'Two sides: the prompt and the
+state'). They are checked once, into a `ComposeCall` (`check_call`, or the engine's
+preparation); `compose_call` trusts it and composes: it measures each layer's demand,
+applies the caps `ctxpolicy.budget` gives, fits the texts and the history
+(`ctxpolicy.history.fit_history`), and has `ctxpolicy.report.build_report` write the
+report. When the history's overflow rule is ``summarize`` it also says what should be
+summarized. `compose_layers` and the public `compose_messages` check and compose in one
+go; `ctxpolicy.engine.PolicyEngine` adds collectors, recall and the summarizer on top.
 
 Invariants (docs/design.md, 'Invariants of a composition'), checked here and pinned by
 property tests: total tokens (``count_messages``) ≤ available, or `BudgetExceededError`;
@@ -15,39 +18,41 @@ history structurally valid.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal
 
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
+
+from ctxpolicy.budget import call_caps, history_room, layer_demands
 from ctxpolicy.errors import BudgetExceededError, QueryPathError
-from ctxpolicy.layers import (
-    BLOCK_SUFFIX,
-    CHECKPOINT_MESSAGES,
-    COMPRESSION,
-    layer_kind,
-)
+from ctxpolicy.history import HistoryFit, count_newest, fit_history
+from ctxpolicy.layers import BLOCK_SUFFIX, CHECKPOINT_MESSAGES, COMPRESSION
 from ctxpolicy.report import (
+    NO_EXTRAS,
     ComposeReport,
     LayerCut,
-    LayerReport,
     LayerSource,
-    PrefixHashes,
+    ReportExtras,
     SkippedCollector,
+    build_report,
 )
+from ctxpolicy.tokens import Tokenizer, get_tokenizer
 
 if TYPE_CHECKING:
-    from langchain_core.messages import BaseMessage
-
-    from ctxpolicy.history import HistoryFit
     from ctxpolicy.plan import LayerPlan, PlannedLayer
-    from ctxpolicy.tokens import Tokenizer
 
 #: Label of the whole input in a `BudgetExceededError` about the total.
 TOTAL = "total"
+#: Joins the texts of system-role layers merged into one SystemMessage.
+SYSTEM_JOIN = "\n\n"
 
-
-_Text = tuple[str, "Callable[[str], BaseMessage]", "BaseMessage"]
+_Text = tuple[str, Callable[[str], BaseMessage], BaseMessage]
 """A single-message layer's text, its message class, and the message built from it."""
+
+_NO_NOTES: Mapping[str, tuple[str, ...]] = MappingProxyType({})
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,7 +61,7 @@ class SummarizeRequest:
 
     Attributes:
         dropped: The older prefix that did not fit (oldest first; a read-only view of
-            the input history, see `ctxpolicy.history.PrefixView`).
+            the input history, see `ctxpolicy.history.MessagesView`).
         previous_summary: The ``compression__context`` text this call had.
         kept: The history that fits.
     """
@@ -68,7 +73,7 @@ class SummarizeRequest:
 
 @dataclass(frozen=True, slots=True)
 class Composition:
-    """Result of `compose_layers`.
+    """Result of `compose_call`.
 
     Attributes:
         messages: The composed messages.
@@ -92,8 +97,24 @@ class Composition:
 
 
 @dataclass(slots=True)
-class _Fitted:
-    """Mutable scratch record of one layer while composing (never escapes)."""
+class LayerTally:
+    """What the composer records about one included layer while it composes.
+
+    Mutable scratch that never leaves a compose call:
+    `ctxpolicy.report.build_report` turns it into the layer's `LayerReport`.
+
+    Attributes:
+        layer: The planned layer.
+        messages: Its messages in the result.
+        tokens: Tokens they use.
+        demand: Tokens the layer would have used uncut.
+        cap: Its cap for this call (after redistribution).
+        cuts: What was cut, and why.
+        notes: Facts the composer noted (empty value, merged system message, ...).
+        source: Where its value came from.
+        repairs: Messages removed from the history for structural validity.
+        merged: Whether its text went into the merged first system message.
+    """
 
     layer: PlannedLayer
     messages: list[BaseMessage]
@@ -107,15 +128,73 @@ class _Fitted:
     merged: bool = False
 
 
+@dataclass(frozen=True, slots=True)
+class ComposeCall:
+    """One call's inputs, checked once: `compose_call` trusts every field.
+
+    Made by `check_call` (or the engine's preparation, which checks the same things).
+
+    Attributes:
+        plan: The process's `LayerPlan`.
+        system_prompt: The agent's private prompt.
+        history: The history the call uses (empty when the process takes none).
+        query: The runtime input (``query: runtime`` processes), else None.
+        input_message: The input HumanMessage of a ``query: checkpoint`` call, as the
+            history shows it (an item of ``history``), else None.
+        contexts: Runtime values of ``__context`` layers, checked.
+        notes: Notes about the inputs, per layer (ignored values and histories).
+        reserved: Block layers whose whole cap is held for them when caps are
+            redistributed, whatever their text (recall layers: their text is made
+            after the history is cut, and the cut must not move when it arrives).
+        tokenizer: The plan's tokenizer.
+    """
+
+    plan: LayerPlan
+    system_prompt: str
+    history: Sequence[BaseMessage]
+    query: str | None
+    input_message: BaseMessage | None
+    contexts: Mapping[str, str | None]
+    notes: Mapping[str, tuple[str, ...]]
+    reserved: frozenset[str]
+    tokenizer: Tokenizer
+
+
 def message_factory(role: str) -> Callable[[str], BaseMessage]:
     """The message class of a block role (``system``/``human``/``ai``)."""
-    from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
-
     if role == "human":
         return HumanMessage
     if role == "ai":
         return AIMessage
     return SystemMessage
+
+
+# ----------------------------------------------------------------------------- checks
+
+
+def check_system_prompt(system_prompt: object) -> str:
+    """``system_prompt`` when it is a string.
+
+    Raises:
+        TypeError: it is not.
+    """
+    if not isinstance(system_prompt, str):
+        raise TypeError(f"system_prompt must be a str, got {type(system_prompt).__name__}")
+    return system_prompt
+
+
+def _check_context_key(plan: LayerPlan, key: object, known: Collection[str]) -> None:
+    if not isinstance(key, str) or not key.endswith(BLOCK_SUFFIX):
+        raise ValueError(
+            f"contexts: key {key!r} must end in {BLOCK_SUFFIX!r} (only __context block "
+            "layers can be given at runtime)"
+        )
+    if key not in known:
+        layers = ", ".join(n for n in (plan.order or plan.names) if n.endswith(BLOCK_SUFFIX))
+        raise ValueError(
+            f"contexts: key {key!r} is not a layer of policy {plan.policy_name!r} "
+            f"(its block layers: {layers})"
+        )
 
 
 def check_contexts(plan: LayerPlan, contexts: Mapping[str, Any] | None) -> dict[str, str | None]:
@@ -134,48 +213,32 @@ def check_contexts(plan: LayerPlan, contexts: Mapping[str, Any] | None) -> dict[
     known |= {layer.name for layer in plan.excluded}
     out: dict[str, str | None] = {}
     for key, value in contexts.items():
-        if not isinstance(key, str) or not key.endswith(BLOCK_SUFFIX):
-            raise ValueError(
-                f"contexts: key {key!r} must end in {BLOCK_SUFFIX!r} (only __context block "
-                "layers can be given at runtime)"
-            )
-        if key not in known:
-            layers = ", ".join(n for n in (plan.order or plan.names) if n.endswith(BLOCK_SUFFIX))
-            raise ValueError(
-                f"contexts: key {key!r} is not a layer of policy {plan.policy_name!r} "
-                f"(its block layers: {layers})"
-            )
+        _check_context_key(plan, key, known)
         if value is not None and not isinstance(value, str):
             raise TypeError(f"contexts[{key!r}] must be a str or None, got {type(value).__name__}")
         out[key] = value
     return out
 
 
-def check_query_path(
+def _check_runtime_query(
     plan: LayerPlan, query: str | None, history: Sequence[BaseMessage]
-) -> BaseMessage | None:
-    """Enforce the single query path (docs/design.md, 'The query path').
+) -> None:
+    if query is None or not query.strip():
+        raise QueryPathError(
+            f"process {plan.process!r} takes its input at runtime (query: runtime): "
+            "pass a non-empty query="
+        )
+    if history and history[-1].type == "human" and history[-1].content == query:
+        raise QueryPathError(
+            f"process {plan.process!r}: the query is already the last HumanMessage of "
+            "checkpoint_messages; passing it as query= too would send it twice"
+        )
 
-    Returns:
-        The input HumanMessage of a ``query: checkpoint`` call (None for ``runtime``).
 
-    Raises:
-        QueryPathError: query missing (runtime), given (checkpoint), sent twice, or a
-            checkpoint call without a HumanMessage in its history.
-    """
+def _checkpoint_input(
+    plan: LayerPlan, query: str | None, history: Sequence[BaseMessage]
+) -> BaseMessage:
     process = plan.process
-    if plan.query_path == "runtime":
-        if query is None or not query.strip():
-            raise QueryPathError(
-                f"process {process!r} takes its input at runtime (query: runtime): "
-                "pass a non-empty query="
-            )
-        if history and history[-1].type == "human" and history[-1].content == query:
-            raise QueryPathError(
-                f"process {process!r}: the query is already the last HumanMessage of "
-                "checkpoint_messages; passing it as query= too would send it twice"
-            )
-        return None
     if query is not None:
         raise QueryPathError(
             f"process {process!r} takes its input from the history (query: checkpoint): "
@@ -196,307 +259,179 @@ def check_query_path(
     )
 
 
-def _fit_text(
-    tok: Tokenizer,
-    layer: PlannedLayer,
-    text: str,
-    make: Callable[[str], BaseMessage],
-    cap: int,
-    *,
-    message: BaseMessage | None = None,
-) -> tuple[BaseMessage | None, int, list[LayerCut]]:
-    """Fit one text layer to ``cap``: (message or None, tokens, cuts).
-
-    ``message`` is ``make(text)`` when the caller built it already.
-    """
-    if message is None:
-        message = make(text)
-    demand = tok.count_message(message)
-    if demand <= cap:
-        return message, demand, []
-    rule = layer.overflow
-    if rule == "error":
-        raise BudgetExceededError(layer.name, demand, cap, detail="overflow rule 'error'")
-    if rule == "drop":
-        return None, 0, [LayerCut("dropped", demand, 0, cap, rule)]
-    keep: Literal["head", "tail"] = "tail" if rule == "truncate_head" else "head"
-    budget = cap - tok.count_message(make(""))
-    for _ in range(8):
-        if budget <= 0:
-            break
-        cut = tok.truncate(text, budget, keep=keep)
-        if not cut:
-            break
-        fitted = make(cut)
-        tokens = tok.count_message(fitted)
-        if tokens <= cap:
-            return fitted, tokens, [LayerCut("truncated", demand - tokens, 0, cap, rule)]
-        budget -= tokens - cap
-    if layer.kind != "block":
-        raise BudgetExceededError(
-            layer.name, demand, cap, detail=f"{rule}: not even a cut marker fits"
-        )
-    return None, 0, [LayerCut("dropped", demand, 0, cap, f"{rule}: marker does not fit")]
-
-
-def _demands(
-    tok: Tokenizer,
-    plan: LayerPlan,
-    *,
-    texts: Mapping[str, _Text],
-    history: Sequence[BaseMessage],
-    reserved: Collection[str] = (),
-) -> dict[str, int]:
-    """Tokens each layer would use uncut, counting the history only as far as it matters.
-
-    Text layers are one message each. The history is counted newest-first only when
-    caps are redistributed, and only until it exceeds the most it could be given
-    (``available`` minus what the other layers keep): past that point its exact size
-    cannot change any cap, so the cost follows what is kept, not the history's length.
-    Without redistribution `_fit_history_layer` sets the history's demand from what
-    fitting counted.
-    """
-    demands: dict[str, int] = {}
-    history_layer: PlannedLayer | None = None
-    for layer in plan.layers:
-        if layer.kind == "history":
-            history_layer = layer
-            demands[layer.name] = 0
-        elif layer.name in texts:
-            demands[layer.name] = tok.count_message(texts[layer.name][2])
-        else:
-            demands[layer.name] = 0
-        if layer.name in reserved:
-            demands[layer.name] = max(demands[layer.name], plan.caps.get(layer.name, 0))
-    if history_layer is not None and plan.redistribute and history:
-        caps = plan.caps
-        others = sum(
-            min(caps.get(name, 0), demand)
-            for name, demand in demands.items()
-            if name != history_layer.name
-        )
-        limit = max(plan.available_tokens - others, caps.get(history_layer.name, 0))
-        demands[history_layer.name] = count_newest(tok, history, limit)[0]
-    return demands
-
-
-def count_newest(tok: Tokenizer, messages: Sequence[BaseMessage], limit: int) -> tuple[int, bool]:
-    """Tokens of ``messages`` counted newest-first, stopping once above ``limit``.
+def check_query_path(
+    plan: LayerPlan, query: str | None, history: Sequence[BaseMessage]
+) -> BaseMessage | None:
+    """Enforce the single query path (docs/design.md, 'The query path').
 
     Returns:
-        ``(tokens, complete)``: the tokens counted and whether every message was counted.
+        The input HumanMessage of a ``query: checkpoint`` call (None for ``runtime``).
+
+    Raises:
+        QueryPathError: query missing (runtime), given (checkpoint), sent twice, or a
+            checkpoint call without a HumanMessage in its history.
     """
-    total = 0
-    count_message = tok.count_message
-    left = len(messages)
-    for message in reversed(messages):
-        total += count_message(message)
-        left -= 1
-        if total > limit and left:
-            return total, False
-    return total, True
+    if plan.query_path == "runtime":
+        _check_runtime_query(plan, query, history)
+        return None
+    return _checkpoint_input(plan, query, history)
 
 
-def compose_layers(
+def input_notes(
+    plan: LayerPlan, contexts: Mapping[str, str | None], history: Sequence[BaseMessage]
+) -> Mapping[str, tuple[str, ...]]:
+    """Notes about inputs the plan ignores: contexts of excluded layers, a history.
+
+    ``history`` is the history as given: a process without history ignores it.
+    """
+    notes: dict[str, tuple[str, ...]] = {}
+    for key, value in contexts.items():
+        if value and not plan.includes(key):
+            notes[key] = (f"contexts value ignored: process {plan.process} excludes this layer",)
+    if history and not plan.includes(CHECKPOINT_MESSAGES):
+        notes[CHECKPOINT_MESSAGES] = (
+            f"ignored {len(history)} message(s): process {plan.process} takes no history",
+        )
+    return notes or _NO_NOTES
+
+
+def check_call(
     plan: LayerPlan,
     *,
     system_prompt: str,
     checkpoint_messages: Sequence[BaseMessage] = (),
     contexts: Mapping[str, str | None] | None = None,
     query: str | None = None,
-    sources: Mapping[str, LayerSource] | None = None,
-    skipped: Sequence[SkippedCollector] = (),
-    notes: Mapping[str, Sequence[str]] | None = None,
-    request_summary: bool = True,
     reserved: Collection[str] = (),
+) -> ComposeCall:
+    """Check one call's inputs against ``plan`` (once) into a `ComposeCall`.
+
+    Raises:
+        QueryPathError: query missing (runtime), given (checkpoint), or sent twice.
+        ValueError: a bad ``contexts`` key.
+        TypeError: a value of the wrong type.
+    """
+    check_system_prompt(system_prompt)
+    checked = check_contexts(plan, contexts)
+    history: Sequence[BaseMessage] = ()
+    if plan.includes(CHECKPOINT_MESSAGES):
+        given: object = checkpoint_messages
+        if isinstance(given, str | bytes):
+            raise TypeError("checkpoint_messages must be a sequence of messages, not a string")
+        history = checkpoint_messages  # fit_history names any walked item that is no message
+    input_message = check_query_path(plan, query, history)
+    return ComposeCall(
+        plan=plan,
+        system_prompt=system_prompt,
+        history=history,
+        query=query,
+        input_message=input_message,
+        contexts=checked,
+        notes=input_notes(plan, checked, checkpoint_messages),
+        reserved=frozenset(reserved),
+        tokenizer=get_tokenizer(plan.tokenizer),
+    )
+
+
+# ----------------------------------------------------------------------------- composing
+
+
+def compose_call(
+    call: ComposeCall,
+    *,
+    values: Mapping[str, str | None] | None = None,
+    sources: Mapping[str, LayerSource] | None = None,
+    request_summary: bool = True,
+    extras: ReportExtras = NO_EXTRAS,
 ) -> Composition:
-    """Compose one call's messages and report (pure).
+    """Compose one checked call's messages and report (pure; nothing is checked again).
 
     Args:
-        plan: The process's `LayerPlan`.
-        system_prompt: The agent's private prompt (first message).
-        checkpoint_messages: The history; ignored when the process forbids history.
-        contexts: Block texts by layer (keys end in ``__context``).
-        query: The runtime input (``query: runtime`` processes only).
+        call: The checked inputs.
+        values: Block texts by layer (default: ``call.contexts``).
         sources: Where each block value came from (for the report).
-        skipped: Collectors skipped with ``on_error: skip`` (for the report).
-        notes: Extra per-layer notes for the report.
         request_summary: With history overflow ``summarize``, return a
             `SummarizeRequest` for a dropped prefix (else plain ``drop_oldest``).
-        reserved: Block layers whose whole cap is held for them when caps are
-            redistributed, whatever their text (recall layers: their text is made
-            after the history is cut, and the cut must not move when it arrives).
+        extras: What the report says beyond the composition (the engine's side).
 
     Returns:
         The `Composition`.
 
     Raises:
-        QueryPathError: query missing (runtime), given (checkpoint), or sent twice.
-        BudgetExceededError: a layer with overflow ``error`` does not fit, or the
-            input of a checkpoint call does not fit the history's cap.
-        ValueError: a bad ``contexts`` key.
-        TypeError: a value of the wrong type.
+        BudgetExceededError: a layer with overflow ``error`` does not fit, the input of
+            a checkpoint call does not fit the history's cap, or the layers together
+            exceed the available tokens.
     """
-    from ctxpolicy.budget import redistribute_caps
-    from ctxpolicy.tokens import get_tokenizer
-
-    if not isinstance(system_prompt, str):
-        raise TypeError(f"system_prompt must be a str, got {type(system_prompt).__name__}")
-    values = check_contexts(plan, contexts)
-    extra_notes: dict[str, list[str]] = {k: list(v) for k, v in (notes or {}).items()}
-    history = _select_history(plan, checkpoint_messages, values, extra_notes)
-    input_message = check_query_path(plan, query, history)
-    tok = get_tokenizer(plan.tokenizer)
-    available = plan.available_tokens
-
-    texts = _layer_texts(plan, system_prompt=system_prompt, values=values, query=query)
-    demands = _demands(tok, plan, texts=texts, history=history, reserved=reserved)
-    caps = plan.caps
-    if plan.redistribute:
-        caps = redistribute_caps(caps, demands, order=plan.names, available=available)
-
-    fitted: dict[str, _Fitted] = {}
-    history_fit = _HistoryOutcome((), (), None)
+    plan = call.plan
+    if values is None:
+        values = call.contexts
+    texts = _layer_texts(call, values)
+    counts = {name: call.tokenizer.count_message(text[2]) for name, text in texts.items()}
+    demands = _demands(call, counts)
+    caps = call_caps(plan, demands)
+    tallies: dict[str, LayerTally] = {}
+    history = _NO_HISTORY
     for layer in plan.layers:
-        source: LayerSource = "argument"
-        if layer.kind == "block":
-            source = (sources or {}).get(layer.name, "contexts" if layer.name in values else "none")
-        record = _Fitted(layer, [], 0, demands[layer.name], caps.get(layer.name, 0), [], [], source)
-        fitted[layer.name] = record
+        tally = LayerTally(
+            layer,
+            [],
+            0,
+            demands[layer.name],
+            caps.get(layer.name, 0),
+            [],
+            [],
+            _source(layer, values, sources),
+        )
+        tallies[layer.name] = tally
         if layer.kind == "history":
-            history_fit = _fit_history_layer(
-                tok,
-                record,
-                history,
-                input_message=input_message,
-                previous_summary=values.get(COMPRESSION) if request_summary else None,
-                request_summary=request_summary,
-            )
+            summary = values.get(COMPRESSION) if request_summary else None
+            history = _fit_history_layer(call, tally, summary, request_summary=request_summary)
         elif layer.name in texts:
-            text, make, built = texts[layer.name]
-            message, tokens, cuts = _fit_text(tok, layer, text, make, record.cap, message=built)
-            record.cuts.extend(cuts)
-            if message is not None:
-                record.messages, record.tokens = [message], tokens
+            _fit_text_layer(call.tokenizer, tally, texts[layer.name], counts[layer.name])
         elif layer.kind == "block":
-            record.notes.append("empty: no value this call")
-
+            tally.notes.append("empty: no value this call")
     if plan.merge_system:
-        _merge_leading_system(tok, plan, fitted)
-    messages: list[BaseMessage] = []
-    message_layers: list[str] = []
-    total = 0  # == count_messages(messages): every record's tokens are its messages' counts
-    for layer in plan.layers:
-        record = fitted[layer.name]
-        messages.extend(record.messages)
-        message_layers.extend([layer.name] * len(record.messages))
-        total += record.tokens
-    if total > available:
-        raise BudgetExceededError(TOTAL, total, available, detail="the layers together")
-    report = _build_report(
+        _merge_leading_system(call.tokenizer, plan, tallies)
+    messages, message_layers, total = _assemble(plan, tallies)
+    report = build_report(
         plan,
-        fitted=fitted,
+        tallies,
         total=total,
-        skipped=skipped,
-        notes=extra_notes,
         messages=messages,
-        summarized=history_fit.summarize is not None,
+        notes=call.notes,
+        summarized=history.summarize is not None,
+        extras=extras,
     )
     return Composition(
         messages=tuple(messages),
         report=report,
         message_layers=tuple(message_layers),
-        kept_history=history_fit.kept,
-        dropped_history=history_fit.dropped,
-        summarize=history_fit.summarize,
+        kept_history=history.kept,
+        dropped_history=history.dropped,
+        summarize=history.summarize,
         contexts={k: v for k, v in values.items() if v},
     )
 
 
-#: Joins the texts of system-role layers merged into one SystemMessage.
-SYSTEM_JOIN = "\n\n"
+def _source(
+    layer: PlannedLayer, values: Mapping[str, str | None], sources: Mapping[str, LayerSource] | None
+) -> LayerSource:
+    if layer.kind != "block":
+        return "argument"
+    default: LayerSource = "contexts" if layer.name in values else "none"
+    return default if sources is None else sources.get(layer.name, default)
 
 
-def _merge_leading_system(tok: Tokenizer, plan: LayerPlan, fitted: Mapping[str, _Fitted]) -> None:
-    """``model.system_messages: merge``: one SystemMessage for the leading system layers.
-
-    The system prompt and the system-role blocks that follow it (empty layers aside)
-    become the first layer's message, texts joined by a blank line. Each layer keeps
-    its report: its tokens are what its text adds to the merged message (counted
-    exactly, so the layers' tokens still sum to the merged message's count), its
-    ``messages`` 0 past the first.
-    """
-    from langchain_core.messages import SystemMessage
-
-    group: list[_Fitted] = []
-    for layer in plan.layers:
-        record = fitted[layer.name]
-        if not record.messages:
-            continue
-        only = record.messages[0] if len(record.messages) == 1 else None
-        system = layer.kind == "system_prompt" or (layer.kind == "block" and layer.role == "system")
-        if not system or not isinstance(only, SystemMessage) or not isinstance(only.content, str):
-            break
-        group.append(record)
-    if len(group) < 2:
-        return
-    text = ""
-    counted = 0
-    for index, record in enumerate(group):
-        part = str(record.messages[0].content)
-        text = part if index == 0 else f"{text}{SYSTEM_JOIN}{part}"
-        merged_tokens = tok.count_message(SystemMessage(text))
-        record.tokens, counted = merged_tokens - counted, merged_tokens
-        record.merged = True
-        if index:
-            record.messages = []
-            record.notes.append(
-                f"merged into the first system message (model.system_messages: merge), "
-                f"after {group[0].layer.name}"
-            )
-    group[0].messages = [SystemMessage(text)]
-
-
-def _select_history(
-    plan: LayerPlan,
-    checkpoint_messages: Sequence[BaseMessage],
-    values: Mapping[str, str | None],
-    notes: dict[str, list[str]],
-) -> Sequence[BaseMessage]:
-    """The history this call uses (empty when the process forbids history)."""
-    for key, value in values.items():
-        if not plan.includes(key) and value:
-            notes.setdefault(key, []).append(
-                f"contexts value ignored: process {plan.process} excludes this layer"
-            )
-    if not plan.includes(CHECKPOINT_MESSAGES):
-        if checkpoint_messages:
-            notes.setdefault(CHECKPOINT_MESSAGES, []).append(
-                f"ignored {len(checkpoint_messages)} message(s): process {plan.process} "
-                "takes no history"
-            )
-        return ()
-    given: object = checkpoint_messages
-    if isinstance(given, str | bytes):
-        raise TypeError("checkpoint_messages must be a sequence of messages, not a string")
-    return checkpoint_messages  # fit_history names any walked element that is no message
-
-
-def _layer_texts(
-    plan: LayerPlan,
-    *,
-    system_prompt: str,
-    values: Mapping[str, str | None],
-    query: str | None,
-) -> dict[str, _Text]:
+def _layer_texts(call: ComposeCall, values: Mapping[str, str | None]) -> dict[str, _Text]:
     """Non-empty text, message class and message of every single-message layer."""
+    plan = call.plan
     out: dict[str, _Text] = {}
     for layer in plan.layers:
         if layer.kind == "system_prompt":
-            text: str | None = system_prompt
+            text: str | None = call.system_prompt
             role = "system"
         elif layer.kind == "query":
-            text = query if plan.query_path == "runtime" else None
+            text = call.query if plan.query_path == "runtime" else None
             role = "human"
         elif layer.kind == "block":
             text = values.get(layer.name)
@@ -509,11 +444,180 @@ def _layer_texts(
     return out
 
 
+def _demands(call: ComposeCall, counts: Mapping[str, int]) -> dict[str, int]:
+    """Tokens each layer would use uncut, counting the history only as far as it matters.
+
+    ``counts`` holds the tokens of each single-message layer's message. The history is
+    counted newest-first only when caps are redistributed, and only until it exceeds the
+    most it could be given (`ctxpolicy.budget.history_room`): past that point its exact
+    size cannot change any cap, so the cost follows what is kept, not the history's
+    length. Without redistribution `_fit_history_layer` sets the history's demand from
+    what fitting counted.
+    """
+    tok, plan = call.tokenizer, call.plan
+    demands = layer_demands(plan, counts, reserved=call.reserved)
+    if plan.redistribute and call.history and CHECKPOINT_MESSAGES in demands:
+        room = history_room(plan, demands, CHECKPOINT_MESSAGES)
+        demands[CHECKPOINT_MESSAGES] = count_newest(tok, call.history, room)[0]
+    return demands
+
+
+def _assemble(
+    plan: LayerPlan, tallies: Mapping[str, LayerTally]
+) -> tuple[list[BaseMessage], list[str], int]:
+    """The messages in plan order, the layer of each, and their tokens.
+
+    Raises:
+        BudgetExceededError: the layers together exceed the available tokens.
+    """
+    messages: list[BaseMessage] = []
+    message_layers: list[str] = []
+    total = 0  # == count_messages(messages): every tally's tokens are its messages' counts
+    for layer in plan.layers:
+        tally = tallies[layer.name]
+        messages.extend(tally.messages)
+        message_layers.extend([layer.name] * len(tally.messages))
+        total += tally.tokens
+    if total > plan.available_tokens:
+        raise BudgetExceededError(TOTAL, total, plan.available_tokens, detail="the layers together")
+    return messages, message_layers, total
+
+
+# ----------------------------------------------------------------------------- text layers
+
+
+def _fit_text_layer(tok: Tokenizer, tally: LayerTally, text: _Text, tokens: int) -> None:
+    """Fit one single-message layer (its message has ``tokens``) to its cap and record it."""
+    value, make, built = text
+    message, tokens, cuts = _fit_text(
+        tok, tally.layer, value, make, tally.cap, message=built, demand=tokens
+    )
+    tally.cuts.extend(cuts)
+    if message is not None:
+        tally.messages, tally.tokens = [message], tokens
+
+
+def _fit_text(
+    tok: Tokenizer,
+    layer: PlannedLayer,
+    text: str,
+    make: Callable[[str], BaseMessage],
+    cap: int,
+    *,
+    message: BaseMessage | None = None,
+    demand: int | None = None,
+) -> tuple[BaseMessage | None, int, list[LayerCut]]:
+    """Fit one text layer to ``cap``: (message or None, tokens, cuts).
+
+    ``message`` is ``make(text)`` and ``demand`` its tokens when the caller has them.
+    """
+    if message is None:
+        message = make(text)
+    if demand is None:
+        demand = tok.count_message(message)
+    if demand <= cap:
+        return message, demand, []
+    rule = layer.overflow
+    if rule == "error":
+        raise BudgetExceededError(layer.name, demand, cap, detail="overflow rule 'error'")
+    if rule == "drop":
+        return None, 0, [LayerCut("dropped", demand, 0, cap, rule)]
+    fitted, tokens = _truncated(
+        tok, text, make, cap, keep="tail" if rule == "truncate_head" else "head"
+    )
+    if fitted is not None:
+        return fitted, tokens, [LayerCut("truncated", demand - tokens, 0, cap, rule)]
+    if layer.kind != "block":
+        raise BudgetExceededError(
+            layer.name, demand, cap, detail=f"{rule}: not even a cut marker fits"
+        )
+    return None, 0, [LayerCut("dropped", demand, 0, cap, f"{rule}: marker does not fit")]
+
+
+def _truncated(
+    tok: Tokenizer,
+    text: str,
+    make: Callable[[str], BaseMessage],
+    cap: int,
+    *,
+    keep: Literal["head", "tail"],
+) -> tuple[BaseMessage | None, int]:
+    """``text`` cut (with its marker) until its message fits ``cap``, and its tokens.
+
+    Returns ``(None, 0)`` when not even the marker fits.
+    """
+    budget = cap - tok.count_message(make(""))
+    for _ in range(8):
+        if budget <= 0:
+            break
+        cut = tok.truncate(text, budget, keep=keep)
+        if not cut:
+            break
+        fitted = make(cut)
+        tokens = tok.count_message(fitted)
+        if tokens <= cap:
+            return fitted, tokens
+        budget -= tokens - cap
+    return None, 0
+
+
+def _leading_system_group(plan: LayerPlan, tallies: Mapping[str, LayerTally]) -> list[LayerTally]:
+    """The system prompt and the system-role blocks right after it (empty layers aside)."""
+    group: list[LayerTally] = []
+    for layer in plan.layers:
+        tally = tallies[layer.name]
+        if not tally.messages:
+            continue
+        only = tally.messages[0] if len(tally.messages) == 1 else None
+        system = layer.kind == "system_prompt" or (layer.kind == "block" and layer.role == "system")
+        if not system or not isinstance(only, SystemMessage) or not isinstance(only.content, str):
+            break
+        group.append(tally)
+    return group
+
+
+def _merge_leading_system(
+    tok: Tokenizer, plan: LayerPlan, tallies: Mapping[str, LayerTally]
+) -> None:
+    """``model.system_messages: merge``: one SystemMessage for the leading system layers.
+
+    The system prompt and the system-role blocks that follow it (empty layers aside)
+    become the first layer's message, texts joined by a blank line. Each layer keeps
+    its report: its tokens are what its text adds to the merged message (counted
+    exactly, so the layers' tokens still sum to the merged message's count), its
+    ``messages`` 0 past the first.
+    """
+    group = _leading_system_group(plan, tallies)
+    if len(group) < 2:
+        return
+    text = ""
+    counted = 0
+    for index, tally in enumerate(group):
+        part = str(tally.messages[0].content)
+        text = part if index == 0 else f"{text}{SYSTEM_JOIN}{part}"
+        merged_tokens = tok.count_message(SystemMessage(text))
+        tally.tokens, counted = merged_tokens - counted, merged_tokens
+        tally.merged = True
+        if index:
+            tally.messages = []
+            tally.notes.append(
+                f"merged into the first system message (model.system_messages: merge), "
+                f"after {group[0].layer.name}"
+            )
+    group[0].messages = [SystemMessage(text)]
+
+
+# ----------------------------------------------------------------------------- history
+
+
 @dataclass(frozen=True, slots=True)
 class _HistoryOutcome:
     kept: tuple[BaseMessage, ...]
     dropped: Sequence[BaseMessage]
     summarize: SummarizeRequest | None
+
+
+_NO_HISTORY = _HistoryOutcome((), (), None)
 
 
 def _contains(messages: Sequence[BaseMessage], target: BaseMessage) -> bool:
@@ -522,12 +626,10 @@ def _contains(messages: Sequence[BaseMessage], target: BaseMessage) -> bool:
 
 
 def _fit_history_layer(
-    tok: Tokenizer,
-    record: _Fitted,
-    history: Sequence[BaseMessage],
-    *,
-    input_message: BaseMessage | None,
+    call: ComposeCall,
+    tally: LayerTally,
     previous_summary: str | None,
+    *,
     request_summary: bool,
 ) -> _HistoryOutcome:
     """Fit the history to its cap (newest-first, whole units) and apply its overflow.
@@ -539,64 +641,76 @@ def _fit_history_layer(
     their tokens only when counting stopped inside them anyway (the unit that did not
     fit, and whatever the demand count already covered); else ``tokens`` is None.
     """
-    from ctxpolicy.history import fit_history
-
-    layer, cap = record.layer, record.cap
-    record.source = "history"
+    tok, cap = call.tokenizer, tally.cap
+    history, input_message = call.history, call.input_message
+    tally.source = "history"
     fit = fit_history(history, max_tokens=cap, count=tok.count_message)
     cleared: LayerCut | None = None
-    if layer.clear_tool_results and input_message is not None:
+    if tally.layer.clear_tool_results and input_message is not None:
         history, fit, cleared = _clear_to_fit(tok, history, fit, input_message, cap)
-    kept, dropped = fit.kept, fit.dropped
-    record.messages = list(kept)
-    record.tokens = fit.tokens
-    # leading AI units removed next to the cut are part of the trim, not a repair
-    trim = [r for r in fit.repairs if dropped and r.endswith("must start on a HumanMessage")]
-    repairs = [r for r in fit.repairs if r not in trim]
-    record.notes.extend(trim)
-    if repairs:
-        record.cuts.append(LayerCut("repaired", 0, len(repairs), None, "structure"))
-        record.repairs.extend(repairs)
+    _record_fit(tally, fit)
     summarize: SummarizeRequest | None = None
-    if not dropped:
+    if not fit.dropped:
         # everything was walked; messages removed as repairs still count as demand
-        whole = tok.count_messages(history) if repairs else fit.tokens
-        record.demand = max(record.demand, whole)
+        whole = tok.count_messages(history) if tally.repairs else fit.tokens
+        tally.demand = max(tally.demand, whole)
     else:
-        summarizing = layer.overflow == "summarize" and request_summary
-        dropped_tokens: int | None
-        if layer.overflow == "error" or summarizing:
-            dropped_tokens = tok.count_messages(dropped)
-        else:  # drop_oldest: count only as far as already counted (plus the unit over)
-            counted, complete = count_newest(
-                tok, dropped, max(record.demand - fit.tokens, cap - fit.tokens)
-            )
-            dropped_tokens = counted if complete else None
-            record.demand = max(record.demand, fit.tokens + counted)
-        if dropped_tokens is not None:
-            record.demand = max(record.demand, fit.tokens + dropped_tokens)
-        if layer.overflow == "error":
-            raise BudgetExceededError(
-                layer.name, record.demand, cap, detail="overflow rule 'error'"
-            )
-        action: Literal["summarized", "dropped_oldest"] = "dropped_oldest"
+        summarizing = tally.layer.overflow == "summarize" and request_summary
+        _cut_dropped(tok, tally, fit, summarizing=summarizing)
         if summarizing:
-            summarize = SummarizeRequest(dropped, previous_summary, kept)
-            action = "summarized"
-        record.cuts.append(LayerCut(action, dropped_tokens, len(dropped), cap, layer.overflow))
+            summarize = SummarizeRequest(fit.dropped, previous_summary, fit.kept)
     if cleared is not None:
-        record.cuts.append(cleared)
-    if input_message is not None and not _contains(kept, input_message):
+        tally.cuts.append(cleared)
+    if input_message is not None and not _contains(fit.kept, input_message):
         raise BudgetExceededError(
-            layer.name,
-            record.demand,
+            tally.layer.name,
+            tally.demand,
             cap,
             detail=(
                 "the input (last HumanMessage) and the messages after it do not fit; "
                 "raise the ratio of checkpoint_messages"
             ),
         )
-    return _HistoryOutcome(kept, dropped, summarize)
+    return _HistoryOutcome(fit.kept, fit.dropped, summarize)
+
+
+def _record_fit(tally: LayerTally, fit: HistoryFit) -> None:
+    """The kept messages, their tokens, and the repairs of ``fit`` into ``tally``."""
+    tally.messages = list(fit.kept)
+    tally.tokens = fit.tokens
+    # leading AI units removed next to the cut are part of the trim, not a repair
+    trim = [r for r in fit.repairs if fit.dropped and r.endswith("must start on a HumanMessage")]
+    repairs = [r for r in fit.repairs if r not in trim]
+    tally.notes.extend(trim)
+    if repairs:
+        tally.cuts.append(LayerCut("repaired", 0, len(repairs), None, "structure"))
+        tally.repairs.extend(repairs)
+
+
+def _cut_dropped(tok: Tokenizer, tally: LayerTally, fit: HistoryFit, *, summarizing: bool) -> None:
+    """Record the dropped prefix of ``fit`` (its demand and its cut) in ``tally``.
+
+    Raises:
+        BudgetExceededError: the history's overflow rule is ``error``.
+    """
+    layer, cap, dropped = tally.layer, tally.cap, fit.dropped
+    dropped_tokens: int | None
+    if layer.overflow == "error" or summarizing:
+        dropped_tokens = tok.count_messages(dropped)
+    else:  # drop_oldest: count only as far as already counted (plus the unit over)
+        counted, complete = count_newest(
+            tok, dropped, max(tally.demand - fit.tokens, cap - fit.tokens)
+        )
+        dropped_tokens = counted if complete else None
+        tally.demand = max(tally.demand, fit.tokens + counted)
+    if dropped_tokens is not None:
+        tally.demand = max(tally.demand, fit.tokens + dropped_tokens)
+    if layer.overflow == "error":
+        raise BudgetExceededError(layer.name, tally.demand, cap, detail="overflow rule 'error'")
+    action: Literal["summarized", "dropped_oldest"] = (
+        "summarized" if summarizing else "dropped_oldest"
+    )
+    tally.cuts.append(LayerCut(action, dropped_tokens, len(dropped), cap, layer.overflow))
 
 
 def tool_result_marker(tokens: int) -> str:
@@ -612,8 +726,6 @@ def _clear_to_fit(
     cap: int,
 ) -> tuple[Sequence[BaseMessage], HistoryFit, LayerCut | None]:
     """Fit again with the current turn's tool results cleared, when the input did not fit."""
-    from ctxpolicy.history import fit_history
-
     if _contains(fit.kept, input_message):
         return history, fit, None
     history, cleared = _clear_tool_results(tok, history, input_message, cap)
@@ -660,78 +772,67 @@ def _clear_tool_results(
     return (*history[:start], *turn), cut
 
 
-def _build_report(
+# ----------------------------------------------------------------------------- one go
+
+
+def compose_layers(
     plan: LayerPlan,
     *,
-    fitted: Mapping[str, _Fitted],
-    total: int,
-    skipped: Sequence[SkippedCollector],
-    notes: Mapping[str, Sequence[str]],
-    messages: Sequence[BaseMessage],
-    summarized: bool,
-) -> ComposeReport:
-    errors = {s.layer: s.error for s in skipped}
-    warnings = list(plan.warnings)
-    reports: list[LayerReport] = []
-    order = plan.order or plan.names
-    planned = {layer.name: layer for layer in plan.layers}
-    for name in order:
-        record = fitted.get(name)
-        if record is None:
-            exclusion = plan.exclusion(name)
-            reports.append(
-                LayerReport(
-                    name=name,
-                    kind=layer_kind(name),
-                    included=False,
-                    reason=exclusion.reason if exclusion else "not in the plan",
-                    notes=tuple(notes.get(name, ())),
-                )
-            )
-            continue
-        layer_notes = [*record.notes, *notes.get(name, ())]
-        if name in errors:
-            layer_notes.append(f"collector skipped (on_error: skip): {errors[name]}")
-        if record.repairs:
-            warnings.append(f"{name}: history repaired: {'; '.join(record.repairs)}")
-            layer_notes.extend(record.repairs)
-        reports.append(
-            LayerReport(
-                name=name,
-                kind=record.layer.kind,
-                included=True,
-                reason=record.layer.reason,
-                source=(
-                    record.source if record.messages or record.merged else _empty_source(record)
-                ),
-                tokens=record.tokens,
-                cap=record.cap,
-                base_cap=planned[name].cap,
-                messages=len(record.messages),
-                demand=record.demand,
-                cuts=tuple(record.cuts),
-                error=errors.get(name),
-                notes=tuple(layer_notes),
-            )
-        )
-    return ComposeReport(
-        process=plan.process,
-        query_path=plan.query_path,
-        tokenizer=plan.tokenizer,
-        available_tokens=plan.available_tokens,
-        total_tokens=total,
-        layers=tuple(reports),
-        skipped=tuple(skipped),
-        prefix_hashes=PrefixHashes(messages),
-        warnings=tuple(warnings),
-        summarized=summarized,
+    system_prompt: str,
+    checkpoint_messages: Sequence[BaseMessage] = (),
+    contexts: Mapping[str, str | None] | None = None,
+    query: str | None = None,
+    sources: Mapping[str, LayerSource] | None = None,
+    skipped: Sequence[SkippedCollector] = (),
+    notes: Mapping[str, Sequence[str]] | None = None,
+    request_summary: bool = True,
+    reserved: Collection[str] = (),
+) -> Composition:
+    """Check one call's inputs and compose its messages and report (pure).
+
+    Args:
+        plan: The process's `LayerPlan`.
+        system_prompt: The agent's private prompt (first message).
+        checkpoint_messages: The history; ignored when the process forbids history.
+        contexts: Block texts by layer (keys end in ``__context``).
+        query: The runtime input (``query: runtime`` processes only).
+        sources: Where each block value came from (for the report).
+        skipped: Collectors skipped with ``on_error: skip`` (for the report).
+        notes: Extra per-layer notes for the report.
+        request_summary: With history overflow ``summarize``, return a
+            `SummarizeRequest` for a dropped prefix (else plain ``drop_oldest``).
+        reserved: Block layers whose whole cap is held for them when caps are
+            redistributed, whatever their text (see `ComposeCall`).
+
+    Returns:
+        The `Composition`.
+
+    Raises:
+        QueryPathError: query missing (runtime), given (checkpoint), or sent twice.
+        BudgetExceededError: a layer with overflow ``error`` does not fit, or the
+            input of a checkpoint call does not fit the history's cap.
+        ValueError: a bad ``contexts`` key.
+        TypeError: a value of the wrong type.
+    """
+    call = check_call(
+        plan,
+        system_prompt=system_prompt,
+        checkpoint_messages=checkpoint_messages,
+        contexts=contexts,
+        query=query,
+        reserved=reserved,
     )
-
-
-def _empty_source(record: _Fitted) -> LayerSource:
-    if record.layer.kind == "history":
-        return "history"
-    return record.source if record.cuts else "none"
+    if notes:
+        merged = {key: tuple(value) for key, value in notes.items()}
+        for key, value in call.notes.items():
+            merged[key] = (*merged.get(key, ()), *value)
+        call = dataclasses.replace(call, notes=merged)
+    return compose_call(
+        call,
+        sources=sources,
+        request_summary=request_summary,
+        extras=ReportExtras(skipped=tuple(skipped)) if skipped else NO_EXTRAS,
+    )
 
 
 def compose_messages(
@@ -763,26 +864,31 @@ def compose_messages(
         BudgetExceededError: a layer with overflow ``error`` does not fit.
         ValueError: a ``contexts`` key that is not a ``__context`` layer of the policy.
     """
-    composition = compose_layers(
+    call = check_call(
         plan,
         system_prompt=system_prompt,
         checkpoint_messages=checkpoint_messages,
         contexts=contexts,
         query=query,
-        request_summary=False,
     )
-    return list(composition.messages)
+    return list(compose_call(call, request_summary=False).messages)
 
 
 __all__ = [
+    "SYSTEM_JOIN",
     "TOTAL",
+    "ComposeCall",
     "Composition",
+    "LayerTally",
     "SummarizeRequest",
+    "check_call",
     "check_contexts",
     "check_query_path",
+    "check_system_prompt",
+    "compose_call",
     "compose_layers",
     "compose_messages",
-    "count_newest",
+    "input_notes",
     "message_factory",
     "tool_result_marker",
 ]

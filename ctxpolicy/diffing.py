@@ -1,23 +1,28 @@
 """The difference between two effective policies (what ``ctxpolicy diff`` reports).
 
 Pure: two `Policy` objects in, one frozen `PolicyDiff` out. Values are compared key by
-key on the effective policy (`Policy.to_data`, so after ``extends`` and the environment):
-mappings are walked down to their leaves, lists are compared whole (in the policy
-format a list replaces, it never merges). On top of the raw keys, the diff says what
-changes for each process: the layers a call of that process gains or loses
-(`ctxpolicy.plan.plan_layers`; docs/design.md, 'Which layers a call gets'), and whether
-its query path changes.
+key on the effective policy (`Policy.to_data`, so after ``extends`` and the environment)
+with an RFC 6902 JSON Patch (``jsonpatch.make_patch``): every path the patch touches is
+one change. Mappings are walked down to their leaves, lists are compared whole (in the
+policy format a list replaces, it never merges: they enter the patch as opaque values),
+and a value that changes type (``1`` to ``1.0``) counts as changed. On top of the raw
+keys, the diff says what changes for each process: the layers a call of that process
+gains or loses (`ctxpolicy.plan.plan_layers`; docs/design.md, 'Which layers a call
+gets'), and whether its query path changes.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
-if TYPE_CHECKING:
-    from ctxpolicy.policy import Policy
+import jsonpatch
+from jsonpointer import JsonPointer, JsonPointerException
+
+from ctxpolicy.plan import LayerPlan, plan_layers
+from ctxpolicy.policy import Policy
 
 __all__ = ["PolicyDiff", "ProcessChange", "ValueChange", "diff_data", "diff_policies"]
 
@@ -142,6 +147,41 @@ def _show(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, sort_keys=True)
 
 
+def _whole_lists(data: Any) -> Any:
+    """``data`` with every list turned into a tuple, which the patch compares as one value."""
+    if isinstance(data, Mapping):
+        return {key: _whole_lists(value) for key, value in data.items()}
+    if isinstance(data, list):
+        return tuple(data)
+    return data
+
+
+def _touched(patch: jsonpatch.JsonPatch) -> Iterator[str]:
+    """The JSON pointers a patch adds, removes or replaces (a move touches both ends)."""
+    for operation in patch:
+        if operation["op"] == "move":
+            yield operation["from"]
+        if operation["op"] != "test":
+            yield operation["path"]
+
+
+def _at(data: Any, pointer: JsonPointer) -> Any:
+    try:
+        return pointer.resolve(data)
+    except JsonPointerException:
+        return _MISSING
+
+
+def _change(a: Any, b: Any, pointer: JsonPointer) -> ValueChange:
+    path = ".".join(pointer.parts)
+    old, new = _at(a, pointer), _at(b, pointer)
+    if old is _MISSING:
+        return ValueChange(path, "added", None, new)
+    if new is _MISSING:
+        return ValueChange(path, "removed", old, None)
+    return ValueChange(path, "changed", old, new)
+
+
 def diff_data(a: Any, b: Any, *, prefix: str = "") -> tuple[ValueChange, ...]:
     """Key-by-key difference of two plain-data trees (mappings recurse, lists whole).
 
@@ -150,23 +190,56 @@ def diff_data(a: Any, b: Any, *, prefix: str = "") -> tuple[ValueChange, ...]:
         b: The new tree.
         prefix: Dotted path of ``a``/``b`` inside a larger tree.
     """
-    changes: list[ValueChange] = []
-    _walk(a, b, prefix, changes)
+    patch = jsonpatch.make_patch(_whole_lists(a), _whole_lists(b))
+    pointers = {pointer: JsonPointer(pointer) for pointer in _touched(patch)}
+    changes = [_change(a, b, pointer) for pointer in pointers.values()]
+    if prefix:
+        changes = [
+            ValueChange(f"{prefix}.{c.path}" if c.path else prefix, c.kind, c.old, c.new)
+            for c in changes
+        ]
     return tuple(sorted(changes, key=lambda c: c.path))
 
 
-def _walk(a: Any, b: Any, path: str, out: list[ValueChange]) -> None:
-    if isinstance(a, Mapping) and isinstance(b, Mapping):
-        for key in sorted({*a, *b}, key=str):
-            child = f"{path}.{key}" if path else str(key)
-            _walk(a.get(key, _MISSING), b.get(key, _MISSING), child, out)
-        return
-    if a is _MISSING:
-        out.append(ValueChange(path, "added", None, b))
-    elif b is _MISSING:
-        out.append(ValueChange(path, "removed", a, None))
-    elif type(a) is not type(b) or a != b:
-        out.append(ValueChange(path, "changed", a, b))
+def _plan(policy: Policy, process: str) -> LayerPlan | None:
+    return plan_layers(policy, process) if process in policy.processes else None
+
+
+def _names(plan: LayerPlan | None) -> tuple[str, ...]:
+    return plan.names if plan is not None else ()
+
+
+def _kind(a: LayerPlan | None, b: LayerPlan | None) -> ChangeKind:
+    if a is None:
+        return "added"
+    return "removed" if b is None else "changed"
+
+
+def _process_change(a: Policy, b: Policy, name: str) -> ProcessChange | None:
+    """What changes for the calls of process ``name`` (None: nothing a call would see)."""
+    plan_a, plan_b = _plan(a, name), _plan(b, name)
+    layers_a, layers_b = _names(plan_a), _names(plan_b)
+    gained = tuple(n for n in layers_b if n not in layers_a)
+    lost = tuple(n for n in layers_a if n not in layers_b)
+    query = _query_path_change(plan_a, plan_b)
+    kind = _kind(plan_a, plan_b)
+    if kind == "changed" and not gained and not lost and query is None:
+        return None
+    return ProcessChange(
+        process=name,
+        kind=kind,
+        gained=gained,
+        lost=lost,
+        layers_a=layers_a,
+        layers_b=layers_b,
+        query_path=query,
+    )
+
+
+def _query_path_change(a: LayerPlan | None, b: LayerPlan | None) -> tuple[str, str] | None:
+    if a is None or b is None or a.query_path == b.query_path:
+        return None
+    return (a.query_path, b.query_path)
 
 
 def diff_policies(a: Policy, b: Policy, *, a_label: str = "A", b_label: str = "B") -> PolicyDiff:
@@ -178,33 +251,10 @@ def diff_policies(a: Policy, b: Policy, *, a_label: str = "A", b_label: str = "B
         a_label: How to name ``a`` in the report (e.g. its path).
         b_label: How to name ``b`` in the report.
     """
-    from ctxpolicy.plan import plan_layers
-
-    values = diff_data(a.to_data(), b.to_data())
-    processes: list[ProcessChange] = []
-    for name in sorted({*a.processes, *b.processes}):
-        in_a, in_b = name in a.processes, name in b.processes
-        plan_a = plan_layers(a, name) if in_a else None
-        plan_b = plan_layers(b, name) if in_b else None
-        layers_a = plan_a.names if plan_a is not None else ()
-        layers_b = plan_b.names if plan_b is not None else ()
-        gained = tuple(n for n in layers_b if n not in layers_a)
-        lost = tuple(n for n in layers_a if n not in layers_b)
-        query = None
-        if plan_a is not None and plan_b is not None and plan_a.query_path != plan_b.query_path:
-            query = (plan_a.query_path, plan_b.query_path)
-        kind: ChangeKind = "changed" if in_a and in_b else ("added" if in_b else "removed")
-        if kind == "changed" and not gained and not lost and query is None:
-            continue
-        processes.append(
-            ProcessChange(
-                process=name,
-                kind=kind,
-                gained=gained,
-                lost=lost,
-                layers_a=layers_a,
-                layers_b=layers_b,
-                query_path=query,
-            )
-        )
-    return PolicyDiff(a=a_label, b=b_label, values=values, processes=tuple(processes))
+    changes = (_process_change(a, b, name) for name in sorted({*a.processes, *b.processes}))
+    return PolicyDiff(
+        a=a_label,
+        b=b_label,
+        values=diff_data(a.to_data(), b.to_data()),
+        processes=tuple(change for change in changes if change is not None),
+    )

@@ -1,64 +1,74 @@
-"""`PolicyEngine`: plan → collect → budget → compose, for one policy
+"""`PolicyEngine`: plan → check → collect → compose, for one policy
 (see docs/design.md, 'Budget and overflow' and 'Invariants of a composition').
 
 The engine holds only immutable data (the policy, default services, one `LayerPlan`
 per process computed up front), so one engine can serve many threads and tasks. Each
-call: check the query path and ``contexts=`` → run the collectors of the process's
-block layers (concurrently under `acompose`) → compose with the pure
-`ctxpolicy.compose.compose_layers` → when the history overflow is ``summarize``, call the
-``summarizer`` service on the dropped prefix and the previous ``compression__context``,
-and compose again with the new summary.
+call: check every argument once into a `ctxpolicy.compose.ComposeCall` (`_prepare`) →
+run the collectors of the process's block layers (concurrently under `acompose`) →
+compose with the pure `ctxpolicy.compose.compose_call` → when the history overflow is
+``summarize``, have `ctxpolicy.summarize` fold the dropped prefix into
+``compression__context`` and compose again → fill the recall layers once the history's
+cut is known. The composer writes the whole report (`ctxpolicy.report.ReportExtras`
+carries what only the engine knows); the engine adds what to persist.
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
-import inspect
 import sys
 import threading
 from collections.abc import Generator, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, overload
+from typing import Any, NamedTuple
 
+from langchain_core.messages import BaseMessage
+
+from ctxpolicy.blocks.curation import curated_by_tool_calls
+from ctxpolicy.blocks.inline import QueryReference, expand_query
+from ctxpolicy.blocks.sandbox import resolve_root
+from ctxpolicy.budget import wide_recall_cap
 from ctxpolicy.collectors.base import CollectRequest
+from ctxpolicy.collectors.run import CollectOutcome, arun_collectors, run_collectors
 from ctxpolicy.compose import (
+    ComposeCall,
     Composition,
     SummarizeRequest,
     check_contexts,
     check_query_path,
-    compose_layers,
-    message_factory,
+    check_system_prompt,
+    compose_call,
+    input_notes,
 )
-from ctxpolicy.errors import CollectorError
+from ctxpolicy.errors import BlocksError, CollectorError
+from ctxpolicy.history import MessagesView, as_messages
 from ctxpolicy.layers import CHECKPOINT_MESSAGES, COMPRESSION, QUERY
+from ctxpolicy.loading import load_policy
+from ctxpolicy.memory import TieredMemory
 from ctxpolicy.plan import LayerPlan, PlannedLayer, plan_layers
-from ctxpolicy.report import ComposeReport, LayerCut, LayerSource, SkippedCollector
-
-if TYPE_CHECKING:
-    from langchain_core.messages import BaseMessage
-
-    from ctxpolicy.blocks.inline import QueryReference
-    from ctxpolicy.collectors.run import CollectOutcome
-    from ctxpolicy.policy import Policy
-    from ctxpolicy.recall.recaller import Recaller, RecallRequest, RecallResult
+from ctxpolicy.policy import CollectorSpec, Policy, RecallCollectorSpec
+from ctxpolicy.recall.ingest import message_key, thread_key
+from ctxpolicy.recall.recaller import Recaller, RecallRequest, RecallResult
+from ctxpolicy.report import (
+    NO_EXTRAS,
+    ComposeReport,
+    LayerCut,
+    LayerSource,
+    ReportExtras,
+    SkippedCollector,
+)
+from ctxpolicy.summarize import (
+    MAX_SUMMARY_PASSES,
+    asummarize_history,
+    summarize_history,
+    summarizer_of,
+)
+from ctxpolicy.tokens import Tokenizer, get_tokenizer, text_cap
 
 #: The collector type filled after the history is cut (see `PolicyEngine._recall_steps`).
 RECALL = "recall"
-
-#: Summaries made per call at most; later overflow falls back to ``drop_oldest``.
-MAX_SUMMARY_PASSES = 3
-#: The service name of the history summarizer.
-SUMMARIZER_SERVICE = "summarizer"
-
-SUMMARY_INSTRUCTIONS = (
-    "You maintain the running summary of a conversation between a user, an AI agent and "
-    "its tools. Merge the previous summary with the older messages below into one concise "
-    "summary that keeps every fact, decision, open task, identifier and tool result the "
-    "agent may still need. Reply with the summary text only."
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,29 +92,41 @@ class ComposeResult:
     compacted_history: tuple[BaseMessage, ...] | None = None
 
 
+class _Input(NamedTuple):
+    """A call's history and input once curation and the query's references are applied."""
+
+    #: the history the prompt shows (references expanded, dismissals as placeholders)
+    history: Sequence[BaseMessage]
+    #: the runtime query the prompt shows (references expanded), else None
+    query: str | None
+    #: the input's text as the caller gave it (what collectors and recall search for)
+    text: str | None
+    #: the input HumanMessage of a checkpoint call, as the prompt shows it
+    message: BaseMessage | None
+    references: tuple[QueryReference, ...] = ()
+    #: (stored message, its prompt copy): a compacted history maps back to the stored ones
+    swapped: tuple[tuple[BaseMessage, BaseMessage], ...] = ()
+    #: dismissals applied to the history (``checkpoint_messages.curate``), for the report
+    curated: tuple[str, ...] = ()
+
+
 @dataclass(frozen=True, slots=True)
 class _Call:
-    """Everything one compose call needs after validation (immutable)."""
+    """Everything one compose call needs, checked once (immutable)."""
 
-    plan: LayerPlan
-    system_prompt: str
+    inputs: ComposeCall
     state: Mapping[str, Any]
-    history: Sequence[BaseMessage]
-    query: str | None
-    overrides: Mapping[str, str | None]
     requests: tuple[CollectRequest, ...]
     services: Mapping[str, Any]
+    #: the history as stored (``inputs.history`` may show the input expanded)
+    stored_history: Sequence[BaseMessage]
+    swapped: tuple[tuple[BaseMessage, BaseMessage], ...]
+    #: what the report says beyond the composition (references, curation, fallbacks)
+    extras: ReportExtras
+    can_summarize: bool
     recall_layers: tuple[PlannedLayer, ...] = ()
     recall_query: str | None = None
     thread_id: str | None = None
-    references: tuple[QueryReference, ...] = ()
-    #: (stored message, its prompt copy): the input with references expanded, dismissed
-    #: messages shown as placeholders; a compacted history maps back to the stored ones
-    swapped_input: tuple[tuple[BaseMessage, BaseMessage], ...] = ()
-    #: dismissals applied to the history (``checkpoint_messages.curate``), for the report
-    curated: tuple[str, ...] = ()
-    #: the history as stored (``history`` may show the input expanded)
-    source_history: Sequence[BaseMessage] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,131 +142,39 @@ class RecallStep:
     request: RecallRequest
 
 
-class MessagesView(Sequence["BaseMessage"]):
-    """A read-only view of a caller's history that converts items only when read.
-
-    ``checkpoint_messages`` (or ``state["messages"]``) is neither copied nor checked
-    whole: composing reads the newest messages and stops once the budget is full, so
-    its cost grows with what is kept, not with the length of the history. An item that
-    is not a ``BaseMessage`` (a dict, a ``(role, content)`` pair, ...) is converted with
-    langchain-core's ``convert_to_messages`` when it is read (once; the result is kept),
-    and an item that cannot be converted raises ``ValueError`` naming its index.
-
-    The caller's list must not change while a call runs (the engine reads it, it never
-    writes it).
-    """
-
-    __slots__ = ("_argument", "_converted", "_items", "_message_type")
-
-    def __init__(self, items: Sequence[Any], *, argument: str) -> None:
-        from langchain_core.messages import BaseMessage
-
-        self._items = items
-        self._argument = argument
-        self._converted: dict[int, BaseMessage] = {}
-        self._message_type = BaseMessage
-
-    def __len__(self) -> int:
-        return len(self._items)
-
-    @overload
-    def __getitem__(self, index: int) -> BaseMessage: ...
-
-    @overload
-    def __getitem__(self, index: slice) -> tuple[BaseMessage, ...]: ...
-
-    def __getitem__(self, index: int | slice) -> BaseMessage | tuple[BaseMessage, ...]:
-        if isinstance(index, slice):
-            items = self._items
-            message_type = self._message_type
-            return tuple(
-                item if isinstance(item, message_type) else self._convert(i, item)
-                for i, item in zip(range(*index.indices(len(items))), items[index], strict=True)
-            )
-        item = self._items[index]
-        if isinstance(item, self._message_type):
-            return item
-        return self._convert(index.__index__(), item)
-
-    def _convert(self, index: int, item: Any) -> BaseMessage:
-        if index < 0:
-            index += len(self._items)
-        found = self._converted.get(index)
-        if found is not None:
-            return found
-        from langchain_core.messages import convert_to_messages
-
-        try:
-            (message,) = convert_to_messages([item])
-        except Exception as exc:  # langchain raises ValueError/NotImplementedError/KeyError
-            raise ValueError(
-                f"{self._argument}[{index}]: not a message ({type(item).__name__}): {exc}"
-            ) from exc
-        self._converted[index] = message
-        return message
-
-    def __iter__(self) -> Iterator[BaseMessage]:
-        for i in range(len(self._items)):
-            yield self[i]
-
-    def __reversed__(self) -> Iterator[BaseMessage]:
-        for i in range(len(self._items) - 1, -1, -1):
-            yield self[i]
+def _check_state(state: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    if state is None:
+        return {}
+    if not isinstance(state, Mapping):
+        raise TypeError(f"state must be a mapping, got {type(state).__name__}")
+    return state
 
 
-def _as_messages(value: Any, *, argument: str) -> Sequence[BaseMessage]:
-    """The history argument as a sequence of messages, without copying or walking it.
-
-    Raises:
-        TypeError: ``value`` is not a sequence (or is a string).
-    """
-    if value is None:
-        return ()
-    if isinstance(value, str | bytes) or not isinstance(value, Sequence):
-        raise TypeError(f"{argument} must be a sequence of messages, got {type(value).__name__}")
-    if isinstance(value, MessagesView) or not value:
-        return value
-    return MessagesView(value, argument=argument)
-
-
-def _text_of(message: BaseMessage) -> str:
-    content = message.content
-    if isinstance(content, str):
-        return content
-    parts = [
-        p if isinstance(p, str) else str(p.get("text", ""))
-        for p in content
-        if isinstance(p, str) or p.get("type") == "text"
-    ]
-    return "".join(parts)
-
-
-def _transcript(messages: Sequence[BaseMessage]) -> str:
-    lines: list[str] = []
-    for message in messages:
-        line = f"{message.type}: {_text_of(message)}"
-        for call in getattr(message, "tool_calls", None) or ():
-            line += f"\n  tool call {call.get('name')}({call.get('args')})"
-        lines.append(line)
-    return "\n".join(lines)
-
-
-def summary_prompt(
-    dropped: Sequence[BaseMessage], previous_summary: str | None
-) -> list[BaseMessage]:
-    """The messages sent to a chat-model summarizer."""
-    from langchain_core.messages import HumanMessage, SystemMessage
-
-    body = (
-        f"Previous summary:\n{previous_summary or '(none)'}\n\n"
-        f"Older messages to fold in:\n{_transcript(dropped)}"
-    )
-    return [SystemMessage(SUMMARY_INSTRUCTIONS), HumanMessage(body)]
+def _check_query(query: object) -> None:
+    if query is not None and not isinstance(query, str):
+        raise TypeError(f"query must be a str or None, got {type(query).__name__}")
 
 
 def _check_thread_id(thread_id: object) -> None:
     if thread_id is not None and not isinstance(thread_id, str):
         raise TypeError(f"thread_id must be a str or None, got {type(thread_id).__name__}")
+
+
+def _stored_history(
+    plan: LayerPlan, state: Mapping[str, Any], checkpoint_messages: Sequence[Any] | None
+) -> Sequence[BaseMessage]:
+    """The history a call reads: ``checkpoint_messages``, else ``state["messages"]``.
+
+    Empty when the process takes no history.
+
+    Raises:
+        TypeError: the history is not a sequence (or is a string).
+    """
+    if not plan.includes(CHECKPOINT_MESSAGES):
+        return ()
+    if checkpoint_messages is not None:
+        return as_messages(checkpoint_messages, argument="checkpoint_messages")
+    return as_messages(state.get("messages"), argument="state['messages']")
 
 
 def _kept_from(history: Sequence[BaseMessage], kept: Sequence[BaseMessage]) -> int:
@@ -262,18 +192,11 @@ def _kept_from(history: Sequence[BaseMessage], kept: Sequence[BaseMessage]) -> i
     return len(history) - len(kept)  # pragma: no cover - kept comes from history
 
 
-def _recall_note(result: RecallResult) -> str:
-    return (
-        f"recall: thread {result.thread!r}, {result.indexed} new message(s) indexed, "
-        f"{len(result.units)} unit(s) recalled"
-    )
-
-
 def _langgraph_thread_id() -> str | None:
     """The ``thread_id`` of the LangGraph run this call is part of, if any."""
     if "langgraph.config" not in sys.modules:
         return None
-    from langgraph.config import get_config
+    from langgraph.config import get_config  # an optional extra, loaded when in use
 
     try:
         configurable = get_config().get("configurable") or {}
@@ -281,100 +204,6 @@ def _langgraph_thread_id() -> str | None:
         return None
     found = configurable.get("thread_id")
     return None if found is None else str(found)
-
-
-def _is_runnable(value: Any) -> bool:
-    from langchain_core.runnables import Runnable
-
-    return isinstance(value, Runnable)
-
-
-def _summary_text(value: Any) -> str:
-    text = _text_of(value) if hasattr(value, "content") else value
-    if not isinstance(text, str) or not text.strip():
-        raise CollectorError(
-            COMPRESSION, f"the summarizer returned {type(value).__name__}, not a non-empty text"
-        )
-    return text
-
-
-def _summarizer(services: Mapping[str, Any]) -> Any:
-    found = services.get(SUMMARIZER_SERVICE)
-    if found is None:
-        raise CollectorError(
-            COMPRESSION,
-            "checkpoint_messages overflow 'summarize' needs a 'summarizer' service (a chat "
-            "model, or a callable (messages, previous_summary) -> str)",
-        )
-    return found
-
-
-def summarize_history(
-    summarizer: Any, dropped: Sequence[BaseMessage], previous_summary: str | None
-) -> str:
-    """Call ``summarizer`` (chat model or callable) on ``dropped`` and the old summary.
-
-    Raises:
-        CollectorError: the summarizer failed or returned no text.
-    """
-    try:
-        if _is_runnable(summarizer):
-            value = summarizer.invoke(summary_prompt(dropped, previous_summary))
-        else:
-            value = summarizer(tuple(dropped), previous_summary)
-            if inspect.isawaitable(value):
-                from ctxpolicy.collectors.run import _run_awaitable
-
-                value = _run_awaitable(value)
-    except CollectorError:
-        raise
-    except Exception as exc:
-        raise CollectorError(COMPRESSION, f"summarizer failed: {exc!r}") from exc
-    return _summary_text(value)
-
-
-async def asummarize_history(
-    summarizer: Any, dropped: Sequence[BaseMessage], previous_summary: str | None
-) -> str:
-    """Async `summarize_history` (``ainvoke`` for chat models; awaits coroutines)."""
-    try:
-        if _is_runnable(summarizer):
-            value = await summarizer.ainvoke(summary_prompt(dropped, previous_summary))
-        else:
-            value = summarizer(tuple(dropped), previous_summary)
-            if inspect.isawaitable(value):
-                value = await value
-    except CollectorError:
-        raise
-    except Exception as exc:
-        raise CollectorError(COMPRESSION, f"summarizer failed: {exc!r}") from exc
-    return _summary_text(value)
-
-
-class _SwappedHistory(Sequence["BaseMessage"]):
-    """``history`` with the message at ``index`` replaced, without copying the history."""
-
-    __slots__ = ("_history", "_index", "_message")
-
-    def __init__(self, history: Sequence[BaseMessage], index: int, message: BaseMessage) -> None:
-        self._history, self._index, self._message = history, index, message
-
-    def __len__(self) -> int:
-        return len(self._history)
-
-    @overload
-    def __getitem__(self, index: int) -> BaseMessage: ...
-
-    @overload
-    def __getitem__(self, index: slice) -> tuple[BaseMessage, ...]: ...
-
-    def __getitem__(self, index: int | slice) -> BaseMessage | tuple[BaseMessage, ...]:
-        if isinstance(index, slice):
-            return tuple(self[i] for i in range(*index.indices(len(self._history))))
-        position = index.__index__()
-        if position < 0:
-            position += len(self._history)
-        return self._message if position == self._index else self._history[index]
 
 
 def _curated_history(
@@ -390,21 +219,13 @@ def _curated_history(
     spec = policy.layers.get(CHECKPOINT_MESSAGES)
     if not history or spec is None or not spec.curate:
         return history, (), []
-    from ctxpolicy.blocks.curation import curated_by_tool_calls
-
     curated, log = curated_by_tool_calls(history)
     pairs = [(a, b) for a, b in zip(history, curated, strict=True) if a is not b]
     return curated, tuple(dict.fromkeys(r.target_id for r in log.records)), pairs
 
 
-def _curation_note(targets: Sequence[str]) -> str:
-    return (
-        f"curated: {len(targets)} dismissed message(s) shown as placeholders ({', '.join(targets)})"
-    )
-
-
 def _expand_query_references(
-    policy: Policy, plan: LayerPlan, query: str
+    policy: Policy, tok: Tokenizer, query: str
 ) -> tuple[str, tuple[QueryReference, ...]]:
     """``query`` with the inline references of ``layers.query.references`` resolved.
 
@@ -412,11 +233,6 @@ def _expand_query_references(
         CollectorError: (``on_error: fail``) a reference escapes the root or points at
             nothing; the message names it.
     """
-    from ctxpolicy.blocks.errors import BlocksError
-    from ctxpolicy.blocks.inline import expand_query
-    from ctxpolicy.blocks.sandbox import resolve_root
-    from ctxpolicy.tokens import get_tokenizer
-
     spec = policy.layers[QUERY].references
     assert spec is not None
     base = policy.layer_base_dir(QUERY)
@@ -430,12 +246,99 @@ def _expand_query_references(
         return resolve_root(spec.root, base_dir=base)
 
     try:
-        expanded = expand_query(
-            query, root, on_error=spec.on_error, count_tokens=get_tokenizer(plan.tokenizer).count
-        )
+        expanded = expand_query(query, root, on_error=spec.on_error, count_tokens=tok.count)
     except BlocksError as exc:
         raise CollectorError(QUERY, str(exc)) from exc
     return expanded.text, expanded.references
+
+
+def _expanded(given: _Input, text: str, references: tuple[QueryReference, ...]) -> _Input:
+    """``given`` with its input shown as ``text`` (its references expanded)."""
+    if text == given.text:
+        return given._replace(references=references)
+    message = given.message
+    if message is None:
+        return given._replace(query=text, references=references)
+    # the prompt gets the expanded copy; state keeps the stored message
+    shown = message.model_copy(update={"content": text})
+    stored = next((a for a, b in given.swapped if b is message), message)
+    history = given.history
+    index = next(i for i in range(len(history) - 1, -1, -1) if history[i] is message)
+    return given._replace(
+        history=MessagesView(history).replaced(index, shown),
+        message=shown,
+        references=references,
+        swapped=(*given.swapped, (stored, shown)),
+    )
+
+
+_CollectedLayer = tuple[str, CollectorSpec, int, Path | None]
+"""A layer a collector fills: its name and collector, its text's cap, its files' folder."""
+
+
+def _collected_layers(policy: Policy, plan: LayerPlan) -> tuple[_CollectedLayer, ...]:
+    """The block layers of ``plan`` a collector fills before composing (recall: after)."""
+    return tuple(
+        (layer.name, layer.collector, text_cap(layer.cap), policy.layer_base_dir(layer.name))
+        for layer in plan.layers
+        if layer.kind == "block" and layer.collector is not None and layer.collector.type != RECALL
+    )
+
+
+def _can_summarize(plan: LayerPlan) -> tuple[bool, str | None]:
+    """Whether a call of ``plan`` may summarize its history, and the fallback's warning."""
+    history = plan.get(CHECKPOINT_MESSAGES)
+    if history is None or history.overflow != "summarize":
+        return False, None
+    if not plan.includes(COMPRESSION):
+        return False, (
+            f"checkpoint_messages overflow 'summarize' but process {plan.process} does "
+            f"not include {COMPRESSION}: fell back to drop_oldest"
+        )
+    return True, None
+
+
+def _produced(layer: PlannedLayer, source: LayerSource | None) -> bool:
+    """Whether this call made the layer's value (not merely read it back from state)."""
+    if source in ("summary", "contexts"):
+        return True
+    return source == "collector" and layer.collector is not None and layer.collector.type != "state"
+
+
+def _persisted(
+    plan: LayerPlan,
+    values: Mapping[str, str | None],
+    sources: Mapping[str, LayerSource],
+    state: Mapping[str, Any],
+) -> dict[str, str]:
+    """``{layer: text}`` this call persists: values it produced for ``persist`` block layers.
+
+    ``PlannedLayer.persist`` already applies the never-persist rule
+    (`ctxpolicy.plan.may_persist`); a value equal to the one in state is not written again.
+    """
+    persist: dict[str, str] = {}
+    for layer in plan.layers:
+        if layer.kind != "block" or not layer.persist:
+            continue
+        value = values.get(layer.name)
+        if value and _produced(layer, sources.get(layer.name)) and value != state.get(layer.name):
+            persist[layer.name] = value
+    return persist
+
+
+def _recall_moved(
+    composition: Composition, first: Composition, steps: Mapping[str, RecallStep]
+) -> bool:
+    """Whether a wide recall layer got cut or moved the history's cut."""
+    if len(composition.kept_history) != len(first.kept_history):
+        return True
+    return any(composition.report.layer(name).cuts for name in steps)
+
+
+def _summarized_cut(composition: Composition) -> LayerCut:
+    """The cut of the history's prefix a composition asks to summarize."""
+    cuts = composition.report.layer(CHECKPOINT_MESSAGES).cuts
+    return next(c for c in reversed(cuts) if c.action == "summarized")
 
 
 class PolicyEngine:
@@ -450,6 +353,7 @@ class PolicyEngine:
     """
 
     __slots__ = (
+        "_collected_layers",
         "_memories",
         "_plans",
         "_policy",
@@ -460,8 +364,6 @@ class PolicyEngine:
     )
 
     def __init__(self, policy: Policy, *, services: Mapping[str, Any] | None = None) -> None:
-        from ctxpolicy.policy import Policy
-
         if not isinstance(policy, Policy):
             raise TypeError(f"policy must be a ctxpolicy.Policy, got {type(policy).__name__}")
         self._policy = policy
@@ -485,6 +387,10 @@ class PolicyEngine:
             }
         )
         self._recall_lock = threading.Lock()
+        # per process: the layers its collectors fill (decided once: every call asks)
+        self._collected_layers: Mapping[str, tuple[_CollectedLayer, ...]] = MappingProxyType(
+            {name: _collected_layers(policy, plan) for name, plan in self._plans.items()}
+        )
 
     @classmethod
     def from_file(
@@ -499,8 +405,6 @@ class PolicyEngine:
         Raises:
             PolicyValidationError: the file is invalid (holds every issue).
         """
-        from ctxpolicy.loading import load_policy
-
         policy = load_policy(path, enable_share_context=enable_share_context)
         return cls(policy, services=services)
 
@@ -553,6 +457,8 @@ class PolicyEngine:
 
     # ------------------------------------------------------------------ preparation
 
+    # ------------------------------------------------------------------ preparation
+
     def _merged_services(self, services: Mapping[str, Any] | None) -> Mapping[str, Any]:
         if not services:
             return self._services
@@ -567,33 +473,71 @@ class PolicyEngine:
         services: Mapping[str, Any],
         skip: Mapping[str, Any],
     ) -> tuple[CollectRequest, ...]:
-        from ctxpolicy.tokens import get_tokenizer
-
-        tok = get_tokenizer(plan.tokenizer)
+        layers = self._collected_layers.get(plan.process)
+        if layers is None:  # pragma: no cover - every plan is made up front
+            layers = _collected_layers(self._policy, plan)
+        count = get_tokenizer(plan.tokenizer).count
         view = MappingProxyType(state) if isinstance(state, dict) else state
-        requests: list[CollectRequest] = []
-        for layer in plan.layers:
-            if layer.kind != "block" or layer.collector is None or layer.name in skip:
-                continue
-            if layer.collector.type == RECALL:
-                continue
-            overhead = tok.count_message(message_factory(layer.role)(""))
-            requests.append(
-                CollectRequest(
-                    layer=layer.name,
-                    spec=layer.collector,
-                    policy=self._policy,
-                    process=plan.process,
-                    state=view,
-                    query=query,
-                    services=services,
-                    cap_tokens=max(0, layer.cap - overhead),
-                    count_tokens=tok.count,
-                    base_dir=self._policy.layer_base_dir(layer.name),
-                    vars=self._policy.vars,
-                )
+        return tuple(
+            CollectRequest(
+                layer=name,
+                spec=spec,
+                policy=self._policy,
+                process=plan.process,
+                state=view,
+                query=query,
+                services=services,
+                cap_tokens=cap_tokens,
+                count_tokens=count,
+                base_dir=base_dir,
+                vars=self._policy.vars,
             )
-        return tuple(requests)
+            for name, spec, cap_tokens, base_dir in layers
+            if name not in skip
+        )
+
+    def _input(self, plan: LayerPlan, stored: Sequence[BaseMessage], query: str | None) -> _Input:
+        """The history and input the prompt shows: curated, references expanded.
+
+        Raises:
+            QueryPathError: see `ctxpolicy.compose.check_query_path`.
+            CollectorError: a query reference failed (``on_error: fail``).
+        """
+        history, curated, swapped = _curated_history(self._policy, stored)
+        message = check_query_path(plan, query, history)
+        text = query if message is None else str(message.text)
+        given = _Input(history, query, text, message, (), tuple(swapped), curated)
+        spec = self._policy.layers.get(QUERY)
+        if spec is None or spec.references is None or not text:
+            return given
+        expanded, references = _expand_query_references(
+            self._policy, get_tokenizer(plan.tokenizer), text
+        )
+        return _expanded(given, expanded, references)
+
+    def _call_services(
+        self,
+        plan: LayerPlan,
+        *,
+        services: Mapping[str, Any] | None,
+        skip: Mapping[str, Any],
+        state: Mapping[str, Any],
+        history: Sequence[BaseMessage],
+        thread_id: str | None,
+        recall: bool,
+    ) -> tuple[Mapping[str, Any], str | None]:
+        """The call's services (with the memories the engine keeps) and its thread id."""
+        merged = self._merged_services(services)
+        owned = [
+            name
+            for name in self._tiered_services
+            if plan.includes(name) and name not in skip and self._owns_memory(name, merged, state)
+        ]
+        if (recall or owned) and thread_id is None:
+            thread_id = _langgraph_thread_id()
+        if owned:
+            merged = self._with_owned_memories(owned, merged, history, thread_id=thread_id)
+        return merged, thread_id
 
     def _prepare(
         self,
@@ -607,41 +551,15 @@ class PolicyEngine:
         services: Mapping[str, Any] | None,
         thread_id: str | None = None,
     ) -> _Call:
+        """Check every argument of a call, once: the composer trusts the result."""
         plan = self.plan(process)
-        if state is None:
-            state = {}
-        if not isinstance(state, Mapping):
-            raise TypeError(f"state must be a mapping, got {type(state).__name__}")
-        if query is not None and not isinstance(query, str):
-            raise TypeError(f"query must be a str or None, got {type(query).__name__}")
+        check_system_prompt(system_prompt)
+        state = _check_state(state)
+        _check_query(query)
         overrides = check_contexts(plan, contexts)
-        if plan.includes(CHECKPOINT_MESSAGES):
-            if checkpoint_messages is not None:
-                history = _as_messages(checkpoint_messages, argument="checkpoint_messages")
-            else:
-                history = _as_messages(state.get("messages"), argument="state['messages']")
-        else:
-            history = ()
-        source_history = history
-        history, curated, swapped = _curated_history(self._policy, history)
-        input_message = check_query_path(plan, query, history)
-        effective_query = query if input_message is None else _text_of(input_message)
-        references: tuple[QueryReference, ...] = ()
-        spec = self._policy.layers.get(QUERY)
-        if spec is not None and spec.references is not None and effective_query:
-            text, references = _expand_query_references(self._policy, plan, effective_query)
-            if text != effective_query and input_message is None:
-                query = text
-            elif text != effective_query and input_message is not None:
-                # the prompt gets the expanded copy; state keeps the stored message
-                shown = input_message.model_copy(update={"content": text})
-                stored = next((a for a, b in swapped if b is input_message), input_message)
-                swapped.append((stored, shown))
-                index = next(
-                    i for i in range(len(history) - 1, -1, -1) if history[i] is input_message
-                )
-                history = _SwappedHistory(history, index, shown)
-        merged = self._merged_services(services)
+        stored = _stored_history(plan, state, checkpoint_messages)
+        given = self._input(plan, stored, query)
+        _check_thread_id(thread_id)
         recall_layers = tuple(
             layer
             for layer in plan.layers
@@ -649,37 +567,49 @@ class PolicyEngine:
             and layer.collector.type == RECALL
             and layer.name not in overrides
         )
-        _check_thread_id(thread_id)
-        owned = [
-            name
-            for name in self._tiered_services
-            if plan.includes(name)
-            and name not in overrides
-            and self._owns_memory(name, merged, state)
-        ]
-        if (recall_layers or owned) and thread_id is None:
-            thread_id = _langgraph_thread_id()
-        if owned:
-            merged = self._with_owned_memories(owned, merged, history, thread_id=thread_id)
-        requests = self._requests(
-            plan, state=state, query=effective_query, services=merged, skip=overrides
+        merged, thread_id = self._call_services(
+            plan,
+            services=services,
+            skip=overrides,
+            state=state,
+            history=given.history,
+            thread_id=thread_id,
+            recall=bool(recall_layers),
         )
-        return _Call(
+        can_summarize, warning = _can_summarize(plan)
+        inputs = ComposeCall(
             plan=plan,
             system_prompt=system_prompt,
+            history=given.history,
+            query=given.query,
+            input_message=given.message,
+            contexts=overrides,
+            notes=input_notes(plan, overrides, ()),
+            reserved=frozenset(layer.name for layer in recall_layers),
+            tokenizer=get_tokenizer(plan.tokenizer),
+        )
+        return _Call(
+            inputs=inputs,
             state=state,
-            history=history,
-            query=query,
-            overrides=overrides,
-            requests=requests,
+            requests=self._requests(
+                plan, state=state, query=given.text, services=merged, skip=overrides
+            ),
             services=merged,
+            stored_history=stored,
+            swapped=given.swapped,
+            extras=(
+                ReportExtras(
+                    warnings=(warning,) if warning else (),
+                    references=given.references,
+                    curated=given.curated,
+                )
+                if warning or given.references or given.curated
+                else NO_EXTRAS
+            ),
+            can_summarize=can_summarize,
             recall_layers=recall_layers,
-            recall_query=effective_query,
+            recall_query=given.text,
             thread_id=thread_id,
-            references=references,
-            swapped_input=tuple(swapped),
-            source_history=source_history,
-            curated=curated,
         )
 
     # ------------------------------------------------------------------ collection
@@ -697,7 +627,7 @@ class PolicyEngine:
             values[outcome.layer] = outcome.text
             if outcome.text:
                 sources[outcome.layer] = "collector"
-        for key, value in call.overrides.items():
+        for key, value in call.inputs.contexts.items():
             values[key] = value
             sources[key] = "contexts"
         return values, sources, skipped
@@ -719,160 +649,18 @@ class PolicyEngine:
         Raises:
             CollectorError: a collector failed with ``on_error: fail``.
         """
-        from ctxpolicy.collectors.run import run_collectors
-
         plan = self.plan(process)
         state = {} if state is None else state
         if query is None and plan.query_path == "checkpoint":
-            history = _as_messages(state.get("messages"), argument="state['messages']")
+            history = as_messages(state.get("messages"), argument="state['messages']")
             last = next((m for m in reversed(history) if m.type == "human"), None)
-            query = None if last is None else _text_of(last)
+            query = None if last is None else str(last.text)
         requests = self._requests(
             plan, state=state, query=query, services=self._merged_services(services), skip={}
         )
         return {o.layer: o.text for o in run_collectors(requests) if o.text}
 
     # ------------------------------------------------------------------ composition
-
-    def _pass(
-        self,
-        call: _Call,
-        *,
-        history: Sequence[BaseMessage],
-        values: Mapping[str, str | None],
-        sources: Mapping[str, LayerSource],
-        skipped: Sequence[SkippedCollector],
-        request_summary: bool,
-        notes: Mapping[str, Sequence[str]] | None = None,
-    ) -> Composition:
-        return compose_layers(
-            call.plan,
-            system_prompt=call.system_prompt,
-            checkpoint_messages=history,
-            contexts=values,
-            query=call.query,
-            sources=sources,
-            skipped=skipped,
-            notes=notes,
-            request_summary=request_summary,
-            reserved=[layer.name for layer in call.recall_layers],
-        )
-
-    def _can_summarize(self, plan: LayerPlan) -> tuple[bool, str | None]:
-        history = plan.get(CHECKPOINT_MESSAGES)
-        if history is None or history.overflow != "summarize":
-            return False, None
-        if not plan.includes(COMPRESSION):
-            return False, (
-                f"checkpoint_messages overflow 'summarize' but process {plan.process} does "
-                f"not include {COMPRESSION}: fell back to drop_oldest"
-            )
-        return True, None
-
-    def _result(
-        self,
-        call: _Call,
-        final: Composition,
-        *,
-        values: Mapping[str, str | None],
-        sources: Mapping[str, LayerSource],
-        summary: str | None,
-        summary_cuts: Sequence[LayerCut],
-        compacted: Sequence[BaseMessage] | None,
-        warning: str | None,
-        recalled: Mapping[str, RecallResult] | None = None,
-    ) -> ComposeResult:
-        report = final.report
-        if recalled:
-            report = dataclasses.replace(
-                report,
-                layers=tuple(
-                    dataclasses.replace(
-                        layer,
-                        recalled=recalled[layer.name].units,
-                        notes=(*layer.notes, _recall_note(recalled[layer.name])),
-                    )
-                    if layer.name in recalled
-                    else layer
-                    for layer in report.layers
-                ),
-            )
-        if summary is not None or warning is not None:
-            layers = tuple(
-                dataclasses.replace(layer, cuts=(*summary_cuts, *layer.cuts))
-                if layer.name == CHECKPOINT_MESSAGES
-                else layer
-                for layer in report.layers
-            )
-            warnings = (*report.warnings, warning) if warning else report.warnings
-            report = dataclasses.replace(
-                report,
-                layers=layers,
-                warnings=warnings,
-                summarized=report.summarized or summary is not None,
-            )
-        if call.references:
-            report = self._with_references(report, call.references)
-        if call.curated:
-            report = dataclasses.replace(
-                report,
-                layers=tuple(
-                    dataclasses.replace(
-                        layer,
-                        notes=(*layer.notes, _curation_note(call.curated)),
-                    )
-                    if layer.name == CHECKPOINT_MESSAGES
-                    else layer
-                    for layer in report.layers
-                ),
-            )
-        if compacted is not None and call.swapped_input:
-            # never write an expanded query or a placeholder to state
-            stored_of = {id(shown): stored for stored, shown in call.swapped_input}
-            compacted = [stored_of.get(id(m), m) for m in compacted]
-        persist: dict[str, str] = {}
-        for layer in call.plan.layers:
-            if layer.kind != "block" or not layer.persist:
-                continue
-            value = values.get(layer.name)
-            produced = sources.get(layer.name) in ("summary", "contexts") or (
-                sources.get(layer.name) == "collector"
-                and layer.collector is not None
-                and layer.collector.type != "state"
-            )
-            if produced and value and value != call.state.get(layer.name):
-                persist[layer.name] = value
-        persisted_summary = COMPRESSION in persist and summary is not None
-        return ComposeResult(
-            messages=list(final.messages),
-            report=report,
-            persist=persist,
-            compacted_history=(
-                tuple(compacted) if persisted_summary and compacted is not None else None
-            ),
-        )
-
-    @staticmethod
-    def _with_references(
-        report: ComposeReport, references: tuple[QueryReference, ...]
-    ) -> ComposeReport:
-        """The report with the query's inline references on the query layer."""
-        names = [layer.name for layer in report.layers]
-        target = QUERY if QUERY in names else CHECKPOINT_MESSAGES
-        notes = tuple(
-            f"reference {r.ref} skipped (on_error: skip): {r.error}"
-            for r in references
-            if r.error is not None
-        )
-        return dataclasses.replace(
-            report,
-            layers=tuple(
-                dataclasses.replace(layer, references=references, notes=(*layer.notes, *notes))
-                if layer.name == target
-                else layer
-                for layer in report.layers
-            ),
-        )
 
     def compose(
         self,
@@ -915,8 +703,6 @@ class PolicyEngine:
             UnknownProcessError: the policy does not declare ``process``.
             ValueError: a bad ``contexts`` key.
         """
-        from ctxpolicy.collectors.run import run_collectors
-
         call = self._prepare(
             process=process,
             system_prompt=system_prompt,
@@ -927,141 +713,201 @@ class PolicyEngine:
             services=services,
             thread_id=thread_id,
         )
-        collected = self._collected(call, run_collectors(call.requests))
-        steps = self._summarize_steps(call, *collected)
+        steps = self._steps(call, *self._collected(call, run_collectors(call.requests)))
         try:
             request = next(steps)
             while True:
                 if isinstance(request, RecallStep):
                     request = steps.send(self._run_recall(request, call.services))
                     continue
-                summarizer = _summarizer(call.services)
+                summarizer = summarizer_of(call.services)
                 summary = summarize_history(summarizer, request.dropped, request.previous_summary)
                 request = steps.send(summary)
         except StopIteration as done:
             result: ComposeResult = done.value
             return result
 
-    def _summarize_steps(
+    async def acompose(
+        self,
+        *,
+        process: str | None = None,
+        system_prompt: str,
+        state: Mapping[str, Any] | None = None,
+        query: str | None = None,
+        contexts: Mapping[str, str | None] | None = None,
+        checkpoint_messages: Sequence[Any] | None = None,
+        services: Mapping[str, Any] | None = None,
+        thread_id: str | None = None,
+    ) -> ComposeResult:
+        """Async `compose`: collectors run concurrently (`asyncio.gather`).
+
+        Same arguments, result and errors as `compose`.
+        """
+        call = self._prepare(
+            process=process,
+            system_prompt=system_prompt,
+            state=state,
+            query=query,
+            contexts=contexts,
+            checkpoint_messages=checkpoint_messages,
+            services=services,
+            thread_id=thread_id,
+        )
+        collected = self._collected(call, await arun_collectors(call.requests))
+        steps = self._steps(call, *collected)
+        try:
+            request = next(steps)
+            while True:
+                if isinstance(request, RecallStep):
+                    outcome = await asyncio.to_thread(self._run_recall, request, call.services)
+                    request = steps.send(outcome)
+                    continue
+                summarizer = summarizer_of(call.services)
+                summary = await asummarize_history(
+                    summarizer, request.dropped, request.previous_summary
+                )
+                request = steps.send(summary)
+        except StopIteration as done:
+            result: ComposeResult = done.value
+            return result
+
+    def _steps(
         self,
         call: _Call,
         values: dict[str, str | None],
         sources: dict[str, LayerSource],
         skipped: Sequence[SkippedCollector],
     ) -> Generator[SummarizeRequest | RecallStep, Any, ComposeResult]:
-        """Compose, yielding each history prefix to summarize and receiving its summary.
+        """Compose, yielding each history prefix to summarize and each recall layer to fill.
+
+        `compose` and `acompose` only drive it, with a sync or an async summarizer and
+        recall call, so the engine's own logic stays free of I/O.
+        """
+        extras = (
+            dataclasses.replace(call.extras, skipped=tuple(skipped)) if skipped else call.extras
+        )
+        inputs, composition, summary, extras = yield from self._summary_passes(
+            call, values, sources, extras
+        )
+        if call.recall_layers:
+            composition = yield from self._recall_passes(
+                call, inputs, composition, values=values, sources=sources, extras=extras
+            )
+        persist = _persisted(inputs.plan, values, sources, call.state)
+        compacted: tuple[BaseMessage, ...] | None = None
+        if summary is not None and COMPRESSION in persist:
+            # never write an expanded query or a placeholder to state
+            stored_of = {id(shown): stored for stored, shown in call.swapped}
+            compacted = tuple(stored_of.get(id(m), m) for m in inputs.history)
+        return ComposeResult(
+            messages=list(composition.messages),
+            report=composition.report,
+            persist=persist,
+            compacted_history=compacted,
+        )
+
+    @staticmethod
+    def _summary_passes(
+        call: _Call,
+        values: dict[str, str | None],
+        sources: dict[str, LayerSource],
+        extras: ReportExtras,
+    ) -> Generator[
+        SummarizeRequest, str, tuple[ComposeCall, Composition, str | None, ReportExtras]
+    ]:
+        """Compose until the history fits, folding each dropped prefix into a summary.
 
         The one place the ``summarize`` overflow rule loops (at most
-        `MAX_SUMMARY_PASSES` summaries); `compose` and `acompose` only drive it, with a
-        sync or an async summarizer call, so the engine's own logic stays free of I/O.
+        `MAX_SUMMARY_PASSES` summaries; later overflow falls back to ``drop_oldest``).
+
+        Returns:
+            The inputs of the last pass (their history is what was kept), its
+            composition, the last summary (None: none made) and the report extras.
         """
-        can, warning = self._can_summarize(call.plan)
-        skipped = list(skipped)
-        history: Sequence[BaseMessage] = call.history
+        inputs = call.inputs
         summary: str | None = None
-        cuts: list[LayerCut] = []
         passes = 0
         while True:
-            composition = self._pass(
-                call,
-                history=history,
+            composition = compose_call(
+                inputs,
                 values=values,
                 sources=sources,
-                skipped=skipped,
-                request_summary=can and passes < MAX_SUMMARY_PASSES,
+                request_summary=call.can_summarize and passes < MAX_SUMMARY_PASSES,
+                extras=extras,
             )
             request = composition.summarize
             if request is None:
-                break
+                return inputs, composition, summary, extras
             passes += 1
             summary = yield request
-            history = self._fold(
-                request,
-                summary=summary,
-                values=values,
-                sources=sources,
-                cuts=cuts,
-                composition=composition,
+            values[COMPRESSION] = summary
+            sources[COMPRESSION] = "summary"
+            extras = dataclasses.replace(
+                extras,
+                summary_cuts=(*extras.summary_cuts, _summarized_cut(composition)),
+                summarized=True,
             )
+            inputs = dataclasses.replace(inputs, history=request.kept)
+
+    def _recall_passes(
+        self,
+        call: _Call,
+        inputs: ComposeCall,
+        first: Composition,
+        *,
+        values: dict[str, str | None],
+        sources: dict[str, LayerSource],
+        extras: ReportExtras,
+    ) -> Generator[RecallStep, RecallResult | SkippedCollector, Composition]:
+        """Fill the recall layers once the history's cut is known, and compose again.
+
+        A lone recall layer first asks for the room the others leave; when that moved
+        the history's cut or got the layer cut, recall again within the held caps.
+        """
         recalled: dict[str, RecallResult] = {}
-        if call.recall_layers:
-            first = composition
-            steps: dict[str, RecallStep] = {}
-            for step in self._recall_steps(call, first, wide=True):
-                outcome = yield step
-                if isinstance(outcome, SkippedCollector):
-                    skipped.append(outcome)
-                    continue
-                steps[step.layer.name] = step
-                recalled[step.layer.name] = outcome
-                values[step.layer.name] = outcome.text
-                if outcome.text:
-                    sources[step.layer.name] = "collector"
-            composition = self._pass(
-                call,
-                history=history,
-                values=values,
-                sources=sources,
-                skipped=skipped,
-                request_summary=False,
-            )
-            if self._recall_moved(composition, first, steps):
-                # the wide cap was not all there after all: recall within the held caps
-                for step in self._recall_steps(call, first, wide=False):
-                    if step.layer.name not in steps:
-                        continue
-                    repeat = dataclasses.replace(step.request, repeat=True)
-                    outcome = yield RecallStep(step.layer, repeat)
-                    if isinstance(outcome, SkippedCollector):
-                        skipped.append(outcome)
-                        continue
-                    recalled[step.layer.name] = outcome
-                    values[step.layer.name] = outcome.text
-                composition = self._pass(
-                    call,
-                    history=history,
-                    values=values,
-                    sources=sources,
-                    skipped=skipped,
-                    request_summary=False,
-                )
-        return self._result(
-            call,
-            composition,
-            values=values,
-            sources=sources,
-            summary=summary,
-            summary_cuts=cuts,
-            compacted=history if summary is not None else None,
-            warning=warning,
-            recalled=recalled,
+        skipped = list(extras.skipped)
+        steps: dict[str, RecallStep] = {}
+        for step in self._recall_steps(call, first, wide=True):
+            outcome = yield step
+            if isinstance(outcome, SkippedCollector):
+                skipped.append(outcome)
+                continue
+            steps[step.layer.name] = step
+            recalled[step.layer.name] = outcome
+            values[step.layer.name] = outcome.text
+            if outcome.text:
+                sources[step.layer.name] = "collector"
+        extras = dataclasses.replace(extras, skipped=tuple(skipped), recalled=dict(recalled))
+        composition = compose_call(
+            inputs, values=values, sources=sources, request_summary=False, extras=extras
+        )
+        if not _recall_moved(composition, first, steps):
+            return composition
+        # the wide cap was not all there after all: recall within the held caps
+        for step in self._recall_steps(call, first, wide=False):
+            if step.layer.name not in steps:
+                continue
+            repeat = dataclasses.replace(step.request, repeat=True)
+            outcome = yield RecallStep(step.layer, repeat)
+            if isinstance(outcome, SkippedCollector):
+                skipped.append(outcome)
+                continue
+            recalled[step.layer.name] = outcome
+            values[step.layer.name] = outcome.text
+        extras = dataclasses.replace(extras, skipped=tuple(skipped), recalled=dict(recalled))
+        return compose_call(
+            inputs, values=values, sources=sources, request_summary=False, extras=extras
         )
 
     @staticmethod
     def _wide_cap(call: _Call, composition: Composition, name: str) -> int | None:
-        """The cap a lone recall layer can take without moving anything else.
-
-        The history is cut newest-first in whole units, so the prompt often has room
-        that nothing uses. With ``redistribute`` and one recall layer, recall may take
-        it: every other layer keeps what the composer gives it first (its demand up to
-        its own cap) or what it uses, whichever is more; recall gets the rest.
-        """
-        if not call.plan.redistribute or len(call.recall_layers) != 1:
-            return None
-        kept = 0
-        for layer in composition.report.layers:
-            if layer.included and layer.name != name:
-                kept += max(min(layer.demand, layer.base_cap or 0), layer.tokens)
-        return call.plan.available_tokens - kept
-
-    @staticmethod
-    def _recall_moved(
-        composition: Composition, first: Composition, steps: Mapping[str, RecallStep]
-    ) -> bool:
-        """Whether a wide recall layer got cut or moved the history's cut."""
-        if len(composition.kept_history) != len(first.kept_history):
-            return True
-        return any(composition.report.layer(name).cuts for name in steps)
+        """The cap a lone recall layer can take (`ctxpolicy.budget.wide_recall_cap`)."""
+        return wide_recall_cap(
+            call.inputs.plan,
+            composition.report.layers,
+            name,
+            recall_layers=len(call.recall_layers),
+        )
 
     def _recall_steps(
         self, call: _Call, composition: Composition, *, wide: bool
@@ -1071,20 +917,17 @@ class PolicyEngine:
         The recall layers' caps were held for them (``reserved``), so giving them text
         cannot move the history's cut; a unit from a kept message is never recalled.
         With ``wide`` a lone recall layer asks for the room the others leave
-        (`_wide_cap`).
+        (`ctxpolicy.budget.wide_recall_cap`).
         """
-        from ctxpolicy.recall.recaller import RecallRequest
-        from ctxpolicy.tokens import get_tokenizer
-
-        tok = get_tokenizer(call.plan.tokenizer)
+        inputs = call.inputs
+        tok = inputs.tokenizer
         names = {layer.name for layer in call.recall_layers}
         prompt_text = "\n".join(
             text for name, text in composition.contexts.items() if name not in names
         )
-        kept_from = _kept_from(call.history, composition.kept_history)
+        kept_from = _kept_from(inputs.history, composition.kept_history)
         for layer in call.recall_layers:
             report = composition.report.layer(layer.name)
-            overhead = tok.count_message(message_factory(layer.role)(""))
             cap = report.cap if report.cap is not None else layer.cap
             if wide:
                 cap = max(cap, self._wide_cap(call, composition, layer.name) or 0)
@@ -1093,10 +936,10 @@ class PolicyEngine:
                 RecallRequest(
                     layer=layer.name,
                     query=call.recall_query,
-                    history=call.history if call.source_history is None else call.source_history,
+                    history=call.stored_history,
                     kept_from=kept_from,
                     prompt_text=prompt_text,
-                    cap_tokens=max(0, cap - overhead),
+                    cap_tokens=text_cap(cap),
                     count_tokens=tok.count,
                     thread_id=call.thread_id,
                     services=call.services,
@@ -1134,10 +977,6 @@ class PolicyEngine:
         One `TieredMemory` of the layer's ``tiers`` sizes per (layer, thread); messages are
         recorded by id, walking back from the newest to the first one it already holds.
         """
-        from ctxpolicy.memory import TieredMemory
-        from ctxpolicy.memory.messages import message_key
-        from ctxpolicy.recall.ingest import thread_key
-
         spec = self._policy.layer(layer).collector
         assert spec is not None and spec.type == "memory" and spec.tiers is not None
         key = (layer, thread_key(history, thread_id))
@@ -1164,9 +1003,6 @@ class PolicyEngine:
         found = self._recallers.get(layer)
         if found is not None:
             return found
-        from ctxpolicy.policy import RecallCollectorSpec
-        from ctxpolicy.recall.recaller import Recaller
-
         spec = self._policy.layer(layer).collector if layer in self._policy.order else None
         if not isinstance(spec, RecallCollectorSpec):
             raise ValueError(  # noqa: TRY004 - a bad layer name, not a bad type
@@ -1221,7 +1057,7 @@ class PolicyEngine:
         Returns:
             Messages newly indexed by the recall layers (summed over them).
         """
-        history = _as_messages(messages, argument="messages")
+        history = as_messages(messages, argument="messages")
         if thread_id is None:
             thread_id = _langgraph_thread_id()
         merged = self._merged_services(services)
@@ -1244,77 +1080,5 @@ class PolicyEngine:
                     record(list(history[since:]))
         return added
 
-    @staticmethod
-    def _fold(
-        request: SummarizeRequest,
-        *,
-        summary: str,
-        values: dict[str, str | None],
-        sources: dict[str, LayerSource],
-        cuts: list[LayerCut],
-        composition: Composition,
-    ) -> tuple[BaseMessage, ...]:
-        """Put ``summary`` into ``compression__context``; return the history kept."""
-        values[COMPRESSION] = summary
-        sources[COMPRESSION] = "summary"
-        layer = composition.report.layer(CHECKPOINT_MESSAGES)
-        cuts.extend(c for c in layer.cuts if c.action == "summarized")
-        return request.kept
 
-    async def acompose(
-        self,
-        *,
-        process: str | None = None,
-        system_prompt: str,
-        state: Mapping[str, Any] | None = None,
-        query: str | None = None,
-        contexts: Mapping[str, str | None] | None = None,
-        checkpoint_messages: Sequence[Any] | None = None,
-        services: Mapping[str, Any] | None = None,
-        thread_id: str | None = None,
-    ) -> ComposeResult:
-        """Async `compose`: collectors run concurrently (`asyncio.gather`).
-
-        Same arguments, result and errors as `compose`.
-        """
-        from ctxpolicy.collectors.run import arun_collectors
-
-        call = self._prepare(
-            process=process,
-            system_prompt=system_prompt,
-            state=state,
-            query=query,
-            contexts=contexts,
-            checkpoint_messages=checkpoint_messages,
-            services=services,
-            thread_id=thread_id,
-        )
-        collected = self._collected(call, await arun_collectors(call.requests))
-        steps = self._summarize_steps(call, *collected)
-        try:
-            request = next(steps)
-            while True:
-                if isinstance(request, RecallStep):
-                    outcome = await asyncio.to_thread(self._run_recall, request, call.services)
-                    request = steps.send(outcome)
-                    continue
-                summarizer = _summarizer(call.services)
-                summary = await asummarize_history(
-                    summarizer, request.dropped, request.previous_summary
-                )
-                request = steps.send(summary)
-        except StopIteration as done:
-            result: ComposeResult = done.value
-            return result
-
-
-__all__ = [
-    "MAX_SUMMARY_PASSES",
-    "SUMMARIZER_SERVICE",
-    "SUMMARY_INSTRUCTIONS",
-    "ComposeResult",
-    "PolicyEngine",
-    "asummarize_history",
-    "summarize_history",
-    "summary_prompt",
-]
+__all__ = ["ComposeResult", "PolicyEngine", "RecallStep"]

@@ -1,10 +1,17 @@
-"""The error classes of ctxpolicy. Every one is a `CtxPolicyError`."""
+"""The error classes of ctxpolicy. Every one is a `CtxPolicyError`.
+
+A class may also derive from a built-in exception (``ValueError``, ``OSError``) so that
+existing ``except`` clauses keep working. The errors of `ctxpolicy.blocks` are here too
+(``ctxpolicy.blocks`` re-exports them).
+"""
 
 from __future__ import annotations
 
+import errno
 from collections.abc import Sequence
+from pathlib import Path
 
-from ctxpolicy.issues import PolicyIssue
+from ctxpolicy.diagnostics import PolicyIssue
 
 
 class CtxPolicyError(Exception):
@@ -20,6 +27,43 @@ class PolicyValidationError(CtxPolicyError):
         head = "\n".join(i.format_text() for i in errors[:20])
         more = f"\n... and {len(errors) - 20} more" if len(errors) > 20 else ""
         super().__init__(f"invalid policy ({len(errors)} error(s)):\n{head}{more}")
+
+
+class PolicyNotGivenError(PolicyValidationError, ValueError):
+    """No policy file was given and ``CTXPOLICY_POLICY`` is not set.
+
+    A `PolicyValidationError` (one issue, rule ``env.missing``) and a ``ValueError``.
+    """
+
+    def __init__(self) -> None:
+        message = "no policy path given and CTXPOLICY_POLICY is not set"
+        super().__init__([PolicyIssue("<env CTXPOLICY_POLICY>", 0, 0, "$", message, "env.missing")])
+
+
+class PolicyFileRefusedError(CtxPolicyError):
+    """A reader refused a policy document (too deep, too large, a YAML tag, ...).
+
+    Raised inside the YAML and TOML readers and turned back into the one ``issue`` it
+    carries before the reader returns: it never reaches a caller.
+    """
+
+    def __init__(self, issue: PolicyIssue) -> None:
+        super().__init__(issue.message)
+        self.issue = issue
+
+
+class NotRegularFileError(CtxPolicyError, OSError):
+    """The path is a folder, FIFO, socket or device."""
+
+
+class FileTooLargeError(CtxPolicyError, OSError):
+    """The file is larger than the allowed size (``size`` is what was seen)."""
+
+    def __init__(self, path: Path, size: int, limit: int, *, grew: bool = False) -> None:
+        self.size = size
+        self.limit = limit
+        self.grew = grew
+        super().__init__(errno.EFBIG, f"larger than {limit} bytes", str(path))
 
 
 class BudgetExceededError(CtxPolicyError):
@@ -58,3 +102,54 @@ class CollectorError(CtxPolicyError):
     def __init__(self, layer: str, message: str) -> None:
         self.layer = layer
         super().__init__(f"collector of layer {layer!r} failed: {message}")
+
+
+# ------------------------------------------------------------------ ctxpolicy.blocks
+class BlocksError(CtxPolicyError):
+    """Base class of the errors raised by `ctxpolicy.blocks`."""
+
+
+class PathEscapeError(BlocksError):
+    """A path leaves its root folder (absolute, ``..``, a symlink) or is not a plain file.
+
+    Raised *before* anything outside the root is opened.
+    """
+
+    def __init__(self, path: str, reason: str) -> None:
+        self.path = path
+        self.reason = reason
+        super().__init__(f"refused path {path!r}: {reason}")
+
+
+class FileAccessError(BlocksError):
+    """A file inside the root cannot be used: missing, too large, not UTF-8, a folder."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        self.path = path
+        self.reason = reason
+        super().__init__(f"cannot read {path!r}: {reason}")
+
+
+class ReferenceSyntaxError(BlocksError):
+    """A reference such as ``[file.md:12:30]`` or ``[file.md#a/b]`` is malformed."""
+
+
+class BlockNotFoundError(BlocksError):
+    """A block reference names no block of the file."""
+
+    def __init__(self, file: str, block_id: str, known: tuple[str, ...]) -> None:
+        self.file = file
+        self.block_id = block_id
+        self.known = known
+        shown = ", ".join(repr(k) for k in known[:12])
+        more = f", ... ({len(known) - 12} more)" if len(known) > 12 else ""
+        hint = f"; blocks of the file: {shown}{more}" if known else "; the file has no blocks"
+        super().__init__(f"no block {block_id!r} in {file!r}{hint}")
+
+
+class LineRangeError(BlocksError):
+    """A line reference asks for lines the file does not have."""
+
+
+class ManifestError(BlocksError):
+    """A context manifest (``context-config.json``) is invalid."""

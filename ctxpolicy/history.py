@@ -20,13 +20,24 @@ history; `repair_history` walks everything. Both parse identically, so what
 
 Invalid tool-call units are removed whole (the AIMessage and any answers), never edited:
 ctxpolicy does not invent or rewrite messages.
+
+A history is read through `MessagesView`, the one read-only view ctxpolicy puts over a
+caller's history, never copied nor checked whole:
+
+- the caller's sequence, items converted to messages when read (``argument=`` names
+  the argument in the error about an item that is no message; `as_messages`);
+- a prefix of it (``stop``): the dropped part `fit_history` returns (``PrefixView``);
+- it with one message shown differently (`MessagesView.replaced`): the prompt copy of
+  an input whose inline references were expanded.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+import sys
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, overload
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, overload
 
 from langchain_core.messages import (
     AIMessage,
@@ -34,37 +45,85 @@ from langchain_core.messages import (
     HumanMessage,
     SystemMessage,
     ToolMessage,
+    convert_to_messages,
 )
 
-__all__ = ["HistoryFit", "PrefixView", "check_history", "fit_history", "repair_history"]
+if TYPE_CHECKING:
+    from ctxpolicy.tokens import Tokenizer
+
+__all__ = [
+    "HistoryFit",
+    "MessagesView",
+    "PrefixView",
+    "as_messages",
+    "check_history",
+    "count_newest",
+    "fit_history",
+    "repair_history",
+]
+
+_NOTHING_SHOWN: Mapping[int, BaseMessage] = MappingProxyType({})
 
 
-class PrefixView(Sequence[BaseMessage]):
-    """A read-only view of the first ``stop`` messages of a sequence (no copy).
+class MessagesView(Sequence[BaseMessage]):
+    """A read-only view of the first ``stop`` items of a sequence, as messages (no copy).
 
-    `fit_history` returns the dropped prefix this way, so trimming a long history costs
-    what is kept, not a copy of what is dropped. It behaves like a tuple: indexing,
-    slicing (a slice is a tuple of just those messages), iteration, ``len``, and
-    equality with tuples and other views holding the same messages.
+    It behaves like the tuple of those messages: indexing, slicing (a slice is a tuple
+    of just those messages), iteration, ``len``, equality with tuples and other views
+    holding the same messages; it pickles (and deep-copies) as that tuple.
 
-    It reads the underlying sequence when used: mutating the input afterwards changes
-    what the view shows. Take ``tuple(view)`` to keep a snapshot.
+    With ``argument``, an item that is not a ``BaseMessage`` (a dict, a ``(role,
+    content)`` pair, ...) is converted with langchain-core's ``convert_to_messages`` when
+    it is read (once; the result is kept), and an item that cannot be converted raises
+    ``ValueError`` naming ``argument[index]``. Without it, items are returned as they are
+    (`ctxpolicy.history.fit_history` names an item that is no message).
+
+    It reads the underlying sequence when used: the caller's list must not change while
+    a call runs (ctxpolicy reads it, it never writes it). Take ``tuple(view)`` to keep a
+    snapshot.
+
+    Args:
+        items: The sequence (a view of a view reads the first one's sequence directly).
+        stop: How many leading items the view shows (default: all of them).
+        argument: The argument's name for conversion errors; None: no conversion.
     """
 
-    __slots__ = ("_messages", "_stop")
+    __slots__ = ("_argument", "_converted", "_items", "_shown", "_stop")
 
-    def __init__(self, messages: Sequence[BaseMessage], stop: int) -> None:
-        base: Sequence[BaseMessage] = messages
-        if isinstance(messages, PrefixView):  # a view of a view reads the base directly
-            stop = min(stop, len(messages))
-            base = messages.base
-        self._messages: Sequence[BaseMessage] = base
-        self._stop: int = max(0, min(stop, len(base)))
+    def __init__(
+        self, items: Sequence[Any], stop: int | None = None, *, argument: str | None = None
+    ) -> None:
+        if isinstance(items, MessagesView):
+            stop = len(items) if stop is None else min(stop, len(items))
+            self._items: Sequence[Any] = items._items
+            self._argument: str | None = items._argument if argument is None else argument
+            self._converted: dict[int, BaseMessage] = items._converted
+            self._shown: Mapping[int, BaseMessage] = items._shown
+        else:
+            self._items = items
+            self._argument = argument
+            self._converted = {}
+            self._shown = _NOTHING_SHOWN
+        size = len(self._items)
+        self._stop: int = size if stop is None else max(0, min(stop, size))
 
     @property
-    def base(self) -> Sequence[BaseMessage]:
+    def base(self) -> Sequence[Any]:
         """The sequence this view reads (its first ``len(self)`` items)."""
-        return self._messages
+        return self._items
+
+    def replaced(self, index: int, message: BaseMessage) -> MessagesView:
+        """This view with the message at ``index`` shown as ``message`` (no copy).
+
+        Raises:
+            IndexError: ``index`` is outside the view.
+        """
+        position = index + self._stop if index < 0 else index
+        if not 0 <= position < self._stop:
+            raise IndexError("MessagesView index out of range")
+        view = MessagesView(self)
+        view._shown = MappingProxyType({**self._shown, position: message})
+        return view
 
     def __len__(self) -> int:
         return self._stop
@@ -77,44 +136,92 @@ class PrefixView(Sequence[BaseMessage]):
 
     def __getitem__(self, index: int | slice) -> BaseMessage | tuple[BaseMessage, ...]:
         if isinstance(index, slice):
-            start, stop, step = index.indices(self._stop)
-            return tuple(self._messages[i] for i in range(start, stop, step))
-        i = index.__index__()
-        if i < 0:
-            i += self._stop
-        if not 0 <= i < self._stop:
-            raise IndexError("PrefixView index out of range")
-        return self._messages[i]
+            return tuple(self._at(i) for i in range(*index.indices(self._stop)))
+        # `_at` inlined, positions checked as a tuple does: the history walk's hot path
+        stop = self._stop
+        if index < 0:
+            index += stop
+            if index < 0:
+                raise IndexError("MessagesView index out of range")
+        elif index >= stop:
+            raise IndexError("MessagesView index out of range")
+        shown = self._shown
+        if shown and index in shown:
+            return shown[index]
+        item = self._items[index]
+        if isinstance(item, BaseMessage) or self._argument is None:
+            return item  # type: ignore[no-any-return]
+        return self._convert(index, item)
+
+    def _at(self, position: int) -> BaseMessage:
+        shown = self._shown
+        if shown and position in shown:
+            return shown[position]
+        item = self._items[position]
+        if isinstance(item, BaseMessage) or self._argument is None:
+            return item  # type: ignore[no-any-return]
+        return self._convert(position, item)
+
+    def _convert(self, position: int, item: Any) -> BaseMessage:
+        found = self._converted.get(position)
+        if found is not None:
+            return found
+        try:
+            (message,) = convert_to_messages([item])
+        except Exception as exc:  # langchain raises ValueError/NotImplementedError/KeyError
+            raise ValueError(
+                f"{self._argument}[{position}]: not a message ({type(item).__name__}): {exc}"
+            ) from exc
+        self._converted[position] = message
+        return message
 
     def __iter__(self) -> Iterator[BaseMessage]:
-        messages = self._messages
-        for i in range(self._stop):
-            yield messages[i]
+        for position in range(self._stop):
+            yield self._at(position)
 
     def __reversed__(self) -> Iterator[BaseMessage]:
-        messages = self._messages
-        for i in range(self._stop - 1, -1, -1):
-            yield messages[i]
+        for position in range(self._stop - 1, -1, -1):
+            yield self._at(position)
 
     def __eq__(self, other: object) -> bool:
-        if isinstance(other, PrefixView):
-            if len(other) != self._stop:
-                return False
-            return all(a is b or a == b for a, b in zip(self, other, strict=True))
-        if isinstance(other, tuple):
-            return len(other) == self._stop and all(
-                a is b or a == b for a, b in zip(self, other, strict=True)
-            )
-        return NotImplemented
+        if not isinstance(other, MessagesView | tuple):
+            return NotImplemented
+        return len(other) == self._stop and all(
+            a is b or a == b for a, b in zip(self, other, strict=True)
+        )
 
     def __hash__(self) -> int:
         return hash(tuple(self))
 
     def __repr__(self) -> str:
-        return f"PrefixView({len(self)} message(s))"
+        return f"MessagesView({len(self)} message(s))"
 
     def __reduce__(self) -> tuple[Any, ...]:  # pickles (and deep-copies) as a tuple
         return (tuple, (tuple(self),))
+
+
+def as_messages(value: Any, *, argument: str) -> Sequence[BaseMessage]:
+    """A history argument as a sequence of messages, without copying or walking it.
+
+    Returns:
+        ``()`` for None; an empty sequence or a `MessagesView` as given; else a
+        converting `MessagesView` of ``value``.
+
+    Raises:
+        TypeError: ``value`` is not a sequence (or is a string).
+    """
+    if value is None:
+        return ()
+    if isinstance(value, str | bytes) or not isinstance(value, Sequence):
+        raise TypeError(f"{argument} must be a sequence of messages, got {type(value).__name__}")
+    if isinstance(value, MessagesView) or not value:
+        return value
+    return MessagesView(value, argument=argument)
+
+
+#: The dropped prefix `fit_history` returns is a `MessagesView` (the name predates the
+#: one view; ``PrefixView(messages, stop)`` builds one).
+PrefixView = MessagesView
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,8 +232,8 @@ class HistoryFit:
         kept: The newest whole units that fit, structurally valid, starting on a
             ``HumanMessage`` (or empty).
         dropped: The older prefix of the input before ``kept`` (oldest first), as given
-            (unrepaired): what a summarizer would fold. A read-only `PrefixView` of the
-            input (no copy), so its cost does not grow with the history.
+            (unrepaired): what a summarizer would fold. A read-only `MessagesView` of
+            the input (no copy), so its cost does not grow with the history.
         tokens: Tokens of ``kept`` (the sum of ``count`` over it).
         repairs: Human-readable notes, oldest first, of messages removed for structural
             validity from inside the kept window or from its start.
@@ -193,6 +300,40 @@ def _unit_before(
     )
 
 
+def _orphans(tools: Sequence[BaseMessage], first: int) -> list[str]:
+    """Notes removing ToolMessages ``tools`` (from index ``first``) that answer nothing."""
+    return [
+        f"removed ToolMessage at index {first + offset} "
+        f"(tool_call_id {tool.tool_call_id!r}): no AIMessage tool call before it"  # type: ignore[attr-defined]
+        for offset, tool in enumerate(tools)
+    ]
+
+
+def _answers(
+    call_ids: list[str], tools: Sequence[BaseMessage], first: int
+) -> tuple[list[BaseMessage], list[str], set[str]]:
+    """Match ToolMessages ``tools`` to the tool calls ``call_ids`` of the AIMessage before.
+
+    Returns:
+        ``(answers, notes, unanswered)``: the ToolMessages that answer an open call, a
+        note per one that answers none, and the calls left without an answer.
+    """
+    pending = set(call_ids)
+    answers: list[BaseMessage] = []
+    notes: list[str] = []
+    for offset, tool in enumerate(tools):
+        call_id: str = tool.tool_call_id  # type: ignore[attr-defined]
+        if call_id in pending:
+            pending.discard(call_id)
+            answers.append(tool)
+        else:
+            notes.append(
+                f"removed ToolMessage at index {first + offset} (tool_call_id {call_id!r}): "
+                f"it answers no open tool call of the AIMessage at index {first - 1}"
+            )
+    return answers, notes, pending
+
+
 def _tool_unit(
     messages: Sequence[BaseMessage], first: int, end: int
 ) -> tuple[int, list[BaseMessage] | None, list[str]]:
@@ -200,54 +341,46 @@ def _tool_unit(
     tools = messages[first:end]
     caller = _require_message(messages, first - 1) if first > 0 else None
     if not isinstance(caller, AIMessage) or not caller.tool_calls:
-        return (
-            first,
-            None,
-            [
-                f"removed ToolMessage at index {first + offset} "
-                f"(tool_call_id {tool.tool_call_id!r}): no AIMessage tool call before it"  # type: ignore[attr-defined]
-                for offset, tool in enumerate(tools)
-            ],
-        )
+        return first, None, _orphans(tools, first)
     start = first - 1
+    removed = f"removed AIMessage at index {start} and its {end - first} ToolMessage(s): "
     call_ids = [call.get("id") for call in caller.tool_calls]
     if None in call_ids or len(set(call_ids)) != len(call_ids):
         return (
             start,
             None,
-            [
-                (
-                    f"removed AIMessage at index {start} and its {end - first} ToolMessage(s): "
-                    "tool call ids missing or repeated, answers cannot be matched"
-                )
-            ],
+            [f"{removed}tool call ids missing or repeated, answers cannot be matched"],
         )
-    pending = set(call_ids)
-    unit: list[BaseMessage] = [caller]
-    notes: list[str] = []
-    for offset, tool in enumerate(tools):
-        call_id: str = tool.tool_call_id  # type: ignore[attr-defined]
-        if call_id in pending:
-            pending.discard(call_id)
-            unit.append(tool)
-        else:
-            notes.append(
-                f"removed ToolMessage at index {first + offset} (tool_call_id {call_id!r}): "
-                f"it answers no open tool call of the AIMessage at index {start}"
-            )
+    answers, notes, pending = _answers(call_ids, tools, first)  # type: ignore[arg-type]
     if pending:
         missing = ", ".join(repr(i) for i in call_ids if i in pending)
-        return (
-            start,
-            None,
-            [
-                (
-                    f"removed AIMessage at index {start} and its {end - first} ToolMessage(s): "
-                    f"tool call(s) {missing} have no ToolMessage"
-                )
-            ],
-        )
-    return start, unit, notes
+        return start, None, [f"{removed}tool call(s) {missing} have no ToolMessage"]
+    return start, [caller, *answers], notes
+
+
+def _call_ids(message: AIMessage, index: int, problems: list[str]) -> set[str]:
+    """The ids of ``message``'s tool calls (a problem noted when missing or repeated)."""
+    ids = [call.get("id") for call in message.tool_calls]
+    if None in ids or len(set(ids)) != len(ids):
+        problems.append(f"messages[{index}]: tool call ids missing or repeated")
+    return {i for i in ids if i is not None}
+
+
+def _kind_problems(index: int, message: BaseMessage) -> list[str]:
+    """What is wrong with a message that is no ToolMessage nor AIMessage (if anything)."""
+    if isinstance(message, SystemMessage):
+        return [f"messages[{index}]: SystemMessage inside the history"]
+    if not isinstance(message, HumanMessage):
+        return [f"messages[{index}]: {_describe(message)} is not a Human, AI or Tool message"]
+    return []
+
+
+def _unanswered(index: int, open_ids: set[str]) -> list[str]:
+    """The problem of the AIMessage at ``index`` whose calls ``open_ids`` got no answer."""
+    if not open_ids:
+        return []
+    ids = ", ".join(repr(i) for i in sorted(open_ids))
+    return [f"messages[{index}]: tool call(s) {ids} have no ToolMessage"]
 
 
 def check_history(messages: Sequence[BaseMessage]) -> list[str]:
@@ -266,15 +399,9 @@ def check_history(messages: Sequence[BaseMessage]) -> list[str]:
         )
     open_at = -1  # index of the AIMessage whose tool calls the following ToolMessages answer
     open_ids: set[str] = set()
-
-    def close() -> None:
-        if open_ids:
-            ids = ", ".join(repr(i) for i in sorted(open_ids))
-            problems.append(f"messages[{open_at}]: tool call(s) {ids} have no ToolMessage")
-
     for index, message in enumerate(messages):
         if isinstance(message, ToolMessage):
-            if open_at >= 0 and message.tool_call_id in open_ids:
+            if message.tool_call_id in open_ids:
                 open_ids.discard(message.tool_call_id)
             else:
                 problems.append(
@@ -282,22 +409,13 @@ def check_history(messages: Sequence[BaseMessage]) -> list[str]:
                     "answers no open tool call of the AIMessage before it"
                 )
             continue
-        close()
-        open_at, open_ids = -1, set()
+        problems.extend(_unanswered(open_at, open_ids))
+        open_at, open_ids = index, set()
         if isinstance(message, AIMessage):
-            if message.tool_calls:
-                open_at = index
-                ids = [call.get("id") for call in message.tool_calls]
-                if None in ids or len(set(ids)) != len(ids):
-                    problems.append(f"messages[{index}]: tool call ids missing or repeated")
-                open_ids = {i for i in ids if i is not None}
-        elif isinstance(message, SystemMessage):
-            problems.append(f"messages[{index}]: SystemMessage inside the history")
-        elif not isinstance(message, HumanMessage):
-            problems.append(
-                f"messages[{index}]: {_describe(message)} is not a Human, AI or Tool message"
-            )
-    close()
+            open_ids = _call_ids(message, index, problems)
+        else:
+            problems.extend(_kind_problems(index, message))
+    problems.extend(_unanswered(open_at, open_ids))
     return problems
 
 
@@ -325,11 +443,15 @@ def _drop_leading_non_human(units: list[_Unit]) -> tuple[list[_Unit], str | None
     )
 
 
+def _uncounted(_message: BaseMessage) -> int:
+    return 0
+
+
 def _walk_units(
     messages: Sequence[BaseMessage],
     *,
     max_tokens: int | None = None,
-    count: Callable[[BaseMessage], int] | None = None,
+    count: Callable[[BaseMessage], int] = _uncounted,
 ) -> tuple[list[_Unit], list[str], int]:
     """Parse units newest first, until the start or the first unit over ``max_tokens``.
 
@@ -338,6 +460,7 @@ def _walk_units(
         of removals between it and the next newer unit), the notes of removals older
         than the oldest kept unit (oldest first), and the tokens of the kept units.
     """
+    limit = sys.maxsize if max_tokens is None else max_tokens
     units: list[_Unit] = []
     pending: list[str] = []  # removals newer than the next unit to keep, newest first
     total = 0
@@ -348,30 +471,18 @@ def _walk_units(
         kind = type(message)
         if kind is HumanMessage or (kind is AIMessage and not message.tool_calls):  # type: ignore[attr-defined]
             # fast path for the common single-message unit (exact types only)
-            cost = 0 if count is None else count(message)
-            if max_tokens is not None and total + cost > max_tokens:
-                pending = []
-                break
-            total += cost
-            end -= 1
-            if pending:
-                units.append((end, [message], list(reversed(pending)), cost))
-                pending = []
-            else:
-                units.append((end, [message], _NO_NOTES, cost))
-            continue
-        start, unit, notes = _unit_before(messages, end)
-        if unit is None:
-            pending.extend(reversed(notes))
-            end = start
-            continue
-        cost = 0
-        if count is not None:
-            for message in unit:
-                cost += count(message)
-            if max_tokens is not None and total + cost > max_tokens:
-                pending = []  # removals next to a unit that does not fit: in the dropped part
-                break
+            start, unit, notes = end - 1, [message], _NO_NOTES
+            cost = count(message)
+        else:
+            start, unit, notes = _unit_before(messages, end)
+            if unit is None:
+                pending.extend(reversed(notes))
+                end = start
+                continue
+            cost = sum(map(count, unit))
+        if total + cost > limit:
+            pending = []  # removals next to a unit that does not fit: in the dropped part
+            break
         total += cost
         if pending:
             units.append((start, unit, [*notes, *reversed(pending)], cost))
@@ -462,7 +573,24 @@ def fit_history(
     cut = units[-1][0] if units else len(messages)
     return HistoryFit(
         kept=_flatten(units),
-        dropped=PrefixView(messages, cut),
+        dropped=MessagesView(messages, cut),
         tokens=total,
         repairs=tuple(repairs),
     )
+
+
+def count_newest(tok: Tokenizer, messages: Sequence[BaseMessage], limit: int) -> tuple[int, bool]:
+    """Tokens of ``messages`` counted newest-first, stopping once above ``limit``.
+
+    Returns:
+        ``(tokens, complete)``: the tokens counted and whether every message was counted.
+    """
+    total = 0
+    count_message = tok.count_message
+    left = len(messages)
+    for message in reversed(messages):
+        total += count_message(message)
+        left -= 1
+        if total > limit and left:
+            return total, False
+    return total, True

@@ -1,17 +1,23 @@
-"""Names of the context layers and the facts the format fixes about them.
+"""The vocabulary of the policy format: layer names and every fixed set of values.
 
-See docs/design.md, 'Layers and their kinds'.
+Each set of values is spelled once, here, as a ``Literal`` type (what type checkers and
+the models see) with its tuple of values (``get_args`` of it, what code iterates). The
+models of `ctxpolicy.policy` and the JSON Schema generated from them use these; other
+modules import them rather than spelling the values again.
+
+See docs/design.md, 'Layers and their kinds' and 'Budget and overflow'.
 """
 
 from __future__ import annotations
 
 import re
-from typing import Final, Literal
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Final, Literal, get_args
 
 SYSTEM_PROMPT: Final = "system_prompt"
 CHECKPOINT_MESSAGES: Final = "checkpoint_messages"
 QUERY: Final = "query"
-RESERVED_LAYERS: Final = frozenset({SYSTEM_PROMPT, CHECKPOINT_MESSAGES, QUERY})
 
 FRAMEWORK: Final = "framework__context"
 EXPERIENCE: Final = "experience__context"
@@ -40,12 +46,75 @@ PERSISTED_BY_DEFAULT: Final = frozenset({COMPRESSION})
 #: Layers that may never be persisted.
 NEVER_PERSISTED: Final = frozenset({SYSTEM_PROMPT, FRAMEWORK, QUERY})
 
-LayerKind = Literal["system_prompt", "block", "history", "query"]
 
+def may_persist(layer: str) -> bool:
+    """The never-persist rule: whether layer ``layer`` may ever be written to state.
+
+    ``system_prompt``, ``framework__context`` and ``query`` are runtime-only, whatever a
+    policy says (docs/design.md, 'Lifecycle and persistence'): a plan never marks them
+    ``persist``, validation rejects ``persist: true`` on them, state refuses to write them.
+    """
+    return layer not in NEVER_PERSISTED
+
+
+LayerKind = Literal["system_prompt", "block", "history", "query"]
+Role = Literal["system", "human", "ai"]
+
+# ----------------------------------------------------------------------------- overflow
+
+#: Overflow rules of each kind of layer, the default first (docs/design.md, 'Budget and
+#: overflow'). The system prompt takes the query's rules.
 BlockOverflow = Literal["truncate_tail", "truncate_head", "drop", "error"]
 HistoryOverflow = Literal["drop_oldest", "summarize", "error"]
 QueryOverflow = Literal["error", "truncate_tail"]
-Role = Literal["system", "human", "ai"]
+SystemPromptOverflow = QueryOverflow
+OverflowRule = BlockOverflow | HistoryOverflow | QueryOverflow
+
+OVERFLOW_RULES: Final[Mapping[LayerKind, tuple[str, ...]]] = MappingProxyType(
+    {
+        "system_prompt": get_args(SystemPromptOverflow),
+        "block": get_args(BlockOverflow),
+        "history": get_args(HistoryOverflow),
+        "query": get_args(QueryOverflow),
+    }
+)
+#: The rule a layer of each kind follows when the policy gives none (the first one).
+DEFAULT_OVERFLOW: Final[Mapping[LayerKind, str]] = MappingProxyType(
+    {kind: rules[0] for kind, rules in OVERFLOW_RULES.items()}
+)
+
+# ----------------------------------------------------------------------- other settings
+
+#: ``model.tokenizer``: the exact encodings shipped in the package, or a character count.
+TokenizerName = Literal["cl100k_base", "o200k_base", "approximate"]
+TOKENIZER_NAMES: Final[tuple[TokenizerName, ...]] = get_args(TokenizerName)
+
+#: ``collector.type``: the built-in collectors, in the order the schema lists them.
+CollectorType = Literal[
+    "template",
+    "state",
+    "retriever",
+    "callable",
+    "memory",
+    "files",
+    "tools",
+    "recall",
+    "agent_outputs",
+    "skills",
+]
+COLLECTOR_TYPES: Final[tuple[CollectorType, ...]] = get_args(CollectorType)
+
+#: ``processes.<name>.query``: the one path a call's input takes (docs/design.md,
+#: 'The query path').
+QueryPath = Literal["runtime", "checkpoint"]
+
+#: The ``memory`` collector's strategies, single tiers and the sources a strategy reads.
+MemoryStrategy = Literal["minimal", "balanced", "comprehensive"]
+MemoryTier = Literal["l1", "l2", "l3", "l4"]
+MemorySource = Literal["search", "l1", "l2", "l3"]
+
+#: The file tools a process may ``allow``.
+FileToolName = Literal["read_file", "list_files", "search", "read_block", "write_file"]
 
 
 def is_block_layer(name: str) -> bool:

@@ -1,25 +1,35 @@
-"""Process rules: which layers one call gets, in which order, with which token cap.
+"""Process rules: which layers one call gets, in which order, and what each may do.
 
 See docs/design.md, 'Which layers a call gets'.
 
 `plan_layers` is pure: the same policy and process always give the same `LayerPlan`.
 Every included or excluded layer carries a human-readable reason naming the rule that
-decided it, so a report can explain *why*, not only *what*.
+decided it, so a report can explain *why*, not only *what*. Each layer carries its
+ratio and its base cap (computed by `ctxpolicy.budget.base_caps`) and whether it may be
+persisted (`may_persist`, the one never-persist rule).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
-from ctxpolicy.layers import CHECKPOINT_MESSAGES, QUERY, SYSTEM_PROMPT, LayerKind, Role
+from ctxpolicy.budget import base_caps
+from ctxpolicy.layers import (
+    CHECKPOINT_MESSAGES,
+    QUERY,
+    SYSTEM_PROMPT,
+    LayerKind,
+    QueryPath,
+    Role,
+    TokenizerName,
+    may_persist,
+)
 
 if TYPE_CHECKING:
     from ctxpolicy.policy import CollectorSpec, Policy, ProcessRule
 
-QueryPath = Literal["runtime", "checkpoint"]
-TokenizerName = Literal["cl100k_base", "o200k_base", "approximate"]
 
 #: Collector types whose text changes with every query (bad for provider prompt caches
 #: when ordered before stable layers).
@@ -182,6 +192,15 @@ def _block_decision(
     return True, f"shared layer; enable_share_context true and {prefix}: share_context true"
 
 
+def _stable_after(layers: Sequence[tuple[str, str, CollectorSpec | None]]) -> list[str]:
+    """Names of the stable layers among ``layers`` (the history, stable collectors)."""
+    return [
+        name
+        for name, kind, collector in layers
+        if kind == "history" or (collector is not None and collector.type in STABLE_COLLECTORS)
+    ]
+
+
 def cache_order_warnings(
     policy: Policy, layers: Sequence[tuple[str, str, CollectorSpec | None]]
 ) -> Iterator[tuple[str, str]]:
@@ -202,12 +221,7 @@ def cache_order_warnings(
         spec = policy.layers.get(name)
         if spec is not None and spec.cache == "volatile-ok":
             continue
-        stable_after = [
-            later
-            for later, later_kind, later_collector in layers[index + 1 :]
-            if later_kind == "history"
-            or (later_collector is not None and later_collector.type in STABLE_COLLECTORS)
-        ]
+        stable_after = _stable_after(layers[index + 1 :])
         if stable_after:
             yield (
                 name,
@@ -230,6 +244,52 @@ def _cache_warnings(policy: Policy, layers: tuple[PlannedLayer, ...]) -> tuple[s
     return tuple(out)
 
 
+def _query_reason(process: str, rule: ProcessRule) -> str:
+    how = (
+        "the engine appends HumanMessage(query)"
+        if rule.query == "runtime"
+        else "the input is the last HumanMessage of checkpoint_messages"
+    )
+    return f"query: always included; process {process}: {rule.query} ({how})"
+
+
+def _decision(policy: Policy, name: str, process: str, rule: ProcessRule) -> tuple[bool, str]:
+    """Whether a call of ``process`` gets layer ``name``, and the rule that decided it."""
+    if name == SYSTEM_PROMPT:
+        return True, "system_prompt: always included (private to the agent)"
+    if name == QUERY:
+        return True, _query_reason(process, rule)
+    if name == CHECKPOINT_MESSAGES:
+        return rule.checkpoint_messages, (
+            f"process {process}: checkpoint_messages {str(rule.checkpoint_messages).lower()}"
+        )
+    return _block_decision(
+        name,
+        shared=policy.layer(name).shared,
+        process=process,
+        rule=rule,
+        switch=policy.enable_share_context,
+    )
+
+
+def _planned_layer(policy: Policy, name: str, reason: str, cap: int) -> PlannedLayer:
+    resolved = policy.layer(name)
+    spec = policy.layers.get(name)
+    return PlannedLayer(
+        name=name,
+        kind=resolved.kind,
+        role=resolved.role,
+        overflow=resolved.overflow,
+        cap=cap,
+        ratio=policy.budget.ratios.get(name),
+        persist=resolved.persist and may_persist(name),
+        shared=resolved.shared,
+        collector=resolved.collector,
+        reason=reason,
+        clear_tool_results=bool(spec is not None and spec.clear_tool_results),
+    )
+
+
 def plan_layers(policy: Policy, process: str) -> LayerPlan:
     """Decide the layers of a call of ``process`` (docs/design.md, 'Which layers a call gets').
 
@@ -249,66 +309,21 @@ def plan_layers(policy: Policy, process: str) -> LayerPlan:
     Raises:
         UnknownProcessError: the policy does not declare ``process``.
     """
-    from ctxpolicy.budget import base_caps
-    from ctxpolicy.policy import LayerSpec
-
-    no_spec = LayerSpec()
-
     rule = policy.process(process)
-    switch = policy.enable_share_context
     chosen: list[tuple[str, str]] = []
     excluded: list[ExcludedLayer] = []
     for name in policy.order:
-        resolved = policy.layer(name)
-        if name == SYSTEM_PROMPT:
-            chosen.append((name, "system_prompt: always included (private to the agent)"))
-        elif name == QUERY:
-            how = (
-                "the engine appends HumanMessage(query)"
-                if rule.query == "runtime"
-                else "the input is the last HumanMessage of checkpoint_messages"
-            )
-            chosen.append(
-                (name, f"query: always included; process {process}: {rule.query} ({how})")
-            )
-        elif name == CHECKPOINT_MESSAGES:
-            if rule.checkpoint_messages:
-                chosen.append((name, f"process {process}: checkpoint_messages true"))
-            else:
-                excluded.append(
-                    ExcludedLayer(name, f"process {process}: checkpoint_messages false")
-                )
+        included, reason = _decision(policy, name, process, rule)
+        if included:
+            chosen.append((name, reason))
         else:
-            included, reason = _block_decision(
-                name, shared=resolved.shared, process=process, rule=rule, switch=switch
-            )
-            if included:
-                chosen.append((name, reason))
-            else:
-                excluded.append(ExcludedLayer(name, reason))
-
+            excluded.append(ExcludedLayer(name, reason))
     available = policy.available_tokens
     ratios = policy.budget.ratios
     caps = base_caps([(name, ratios.get(name)) for name, _ in chosen], available=available)
-    layers: list[PlannedLayer] = []
-    for name, reason in chosen:
-        resolved = policy.layer(name)
-        layers.append(
-            PlannedLayer(
-                name=name,
-                kind=resolved.kind,
-                role=resolved.role,
-                overflow=resolved.overflow,
-                cap=caps.get(name, 0),
-                ratio=ratios.get(name),
-                persist=resolved.persist and name not in (SYSTEM_PROMPT, QUERY),
-                shared=resolved.shared,
-                collector=resolved.collector,
-                reason=reason,
-                clear_tool_results=bool(policy.layers.get(name, no_spec).clear_tool_results),
-            )
-        )
-    planned = tuple(layers)
+    planned = tuple(
+        _planned_layer(policy, name, reason, caps.get(name, 0)) for name, reason in chosen
+    )
     return LayerPlan(
         process=process,
         query_path=rule.query,
@@ -317,7 +332,7 @@ def plan_layers(policy: Policy, process: str) -> LayerPlan:
         available_tokens=available,
         tokenizer=policy.model.tokenizer,
         redistribute=policy.budget.redistribute,
-        enable_share_context=switch,
+        enable_share_context=policy.enable_share_context,
         policy_name=policy.name,
         warnings=_cache_warnings(policy, planned),
         order=tuple(policy.order),
@@ -331,5 +346,6 @@ __all__ = [
     "PlannedLayer",
     "QueryPath",
     "cache_order_warnings",
+    "may_persist",
     "plan_layers",
 ]

@@ -3,20 +3,31 @@
 
 Frozen dataclasses with ``to_dict()`` for JSON. `prefix_hashes` lets two calls be
 compared for how much of their prompt a provider cache can reuse.
+
+`build_report` is the one place a report is made: the composer hands it what it recorded
+per layer (`ctxpolicy.compose.LayerTally`) and what the engine knows about the call (`ReportExtras`:
+skipped collectors, recalled units, inline references, curation, earlier summaries);
+nothing edits a report afterwards.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal, overload
+
+from ctxpolicy.layers import CHECKPOINT_MESSAGES, QUERY, layer_kind
 
 if TYPE_CHECKING:
     from langchain_core.messages import BaseMessage
 
     from ctxpolicy.blocks.inline import QueryReference
+    from ctxpolicy.compose import LayerTally
+    from ctxpolicy.plan import LayerPlan
+    from ctxpolicy.recall.recaller import RecallResult
     from ctxpolicy.recall.select import RecalledUnit
 
 LayerSource = Literal["argument", "collector", "contexts", "summary", "history", "none"]
@@ -335,14 +346,216 @@ def common_prefix(a: ComposeReport, b: ComposeReport) -> int:
     return count
 
 
+# ----------------------------------------------------------------------------- building
+
+
+_NO_RECALL: Mapping[str, RecallResult] = MappingProxyType({})
+
+
+@dataclass(frozen=True, slots=True)
+class ReportExtras:
+    """What a call's report says beyond what the composer saw (the engine's side).
+
+    Attributes:
+        skipped: Collectors that failed with ``on_error: skip``.
+        warnings: Call-level advice (e.g. a ``summarize`` overflow that fell back).
+        recalled: Per recall layer, what its `Recaller` returned.
+        references: The query's inline references (``layers.query.references``).
+        curated: Targets dismissed from the history (``checkpoint_messages.curate``).
+        summary_cuts: The ``summarized`` cuts of this call's earlier passes.
+        summarized: Whether this call folded old history into a new summary.
+    """
+
+    skipped: tuple[SkippedCollector, ...] = ()
+    warnings: tuple[str, ...] = ()
+    recalled: Mapping[str, RecallResult] = field(default_factory=lambda: _NO_RECALL)
+    references: tuple[QueryReference, ...] = ()
+    curated: tuple[str, ...] = ()
+    summary_cuts: tuple[LayerCut, ...] = ()
+    summarized: bool = False
+
+    @property
+    def annotates_layers(self) -> bool:
+        """Whether any layer gets notes, units or references from these extras."""
+        return bool(self.recalled or self.references or self.curated)
+
+
+#: A call with nothing beyond what the composer sees.
+NO_EXTRAS = ReportExtras()
+
+
+def recall_note(result: RecallResult) -> str:
+    """The note a recall layer's report carries."""
+    return (
+        f"recall: thread {result.thread!r}, {result.indexed} new message(s) indexed, "
+        f"{len(result.units)} unit(s) recalled"
+    )
+
+
+def curation_note(targets: Sequence[str]) -> str:
+    """The note the history's report carries when dismissed messages were replaced."""
+    return (
+        f"curated: {len(targets)} dismissed message(s) shown as placeholders ({', '.join(targets)})"
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class _Annotation:
+    notes: tuple[str, ...] = ()
+    recalled: tuple[RecalledUnit, ...] = ()
+    references: tuple[QueryReference, ...] = ()
+
+
+_PLAIN = _Annotation()
+
+
+def _annotation(name: str, extras: ReportExtras, references_layer: str) -> _Annotation:
+    """The notes, recalled units and references ``extras`` give layer ``name``."""
+    notes: list[str] = []
+    recalled: tuple[RecalledUnit, ...] = ()
+    result = extras.recalled.get(name)
+    if result is not None:
+        recalled = result.units
+        notes.append(recall_note(result))
+    references: tuple[QueryReference, ...] = ()
+    if name == references_layer and extras.references:
+        references = extras.references
+        notes.extend(
+            f"reference {r.ref} skipped (on_error: skip): {r.error}"
+            for r in references
+            if r.error is not None
+        )
+    if name == CHECKPOINT_MESSAGES and extras.curated:
+        notes.append(curation_note(extras.curated))
+    return _Annotation(tuple(notes), recalled, references)
+
+
+def _excluded_report(
+    plan: LayerPlan, name: str, notes: Sequence[str], annotation: _Annotation
+) -> LayerReport:
+    exclusion = plan.exclusion(name)
+    return LayerReport(
+        name=name,
+        kind=layer_kind(name),
+        included=False,
+        reason=exclusion.reason if exclusion else "not in the plan",
+        notes=(*notes, *annotation.notes),
+        recalled=annotation.recalled,
+        references=annotation.references,
+    )
+
+
+def _empty_source(tally: LayerTally) -> LayerSource:
+    if tally.layer.kind == "history":
+        return "history"
+    return tally.source if tally.cuts else "none"
+
+
+def _included_report(
+    tally: LayerTally,
+    *,
+    notes: Sequence[str],
+    error: str | None,
+    cuts_before: tuple[LayerCut, ...],
+    annotation: _Annotation,
+) -> LayerReport:
+    layer_notes = [*tally.notes, *notes]
+    if error is not None:
+        layer_notes.append(f"collector skipped (on_error: skip): {error}")
+    layer_notes.extend(tally.repairs)
+    layer_notes.extend(annotation.notes)
+    layer = tally.layer
+    return LayerReport(
+        name=layer.name,
+        kind=layer.kind,
+        included=True,
+        reason=layer.reason,
+        source=tally.source if tally.messages or tally.merged else _empty_source(tally),
+        tokens=tally.tokens,
+        cap=tally.cap,
+        base_cap=layer.cap,
+        messages=len(tally.messages),
+        demand=tally.demand,
+        cuts=(*cuts_before, *tally.cuts) if cuts_before else tuple(tally.cuts),
+        error=error,
+        notes=tuple(layer_notes),
+        recalled=annotation.recalled,
+        references=annotation.references,
+    )
+
+
+def build_report(
+    plan: LayerPlan,
+    tallies: Mapping[str, LayerTally],
+    *,
+    total: int,
+    messages: Sequence[BaseMessage],
+    notes: Mapping[str, Sequence[str]],
+    summarized: bool,
+    extras: ReportExtras = NO_EXTRAS,
+) -> ComposeReport:
+    """The report of one composition: every layer of the policy order, in order.
+
+    Args:
+        plan: The call's plan.
+        tallies: What the composer recorded, per included layer.
+        total: Tokens of ``messages``.
+        messages: The composed messages (for the prefix hashes).
+        notes: Notes about the call's inputs, per layer (ignored values, ...).
+        summarized: Whether this composition asks for a summary.
+        extras: What the engine knows about the call.
+    """
+    errors = {s.layer: s.error for s in extras.skipped}
+    warnings = list(plan.warnings)
+    order = plan.order or plan.names
+    references_layer = QUERY if QUERY in order else CHECKPOINT_MESSAGES
+    annotate = extras.annotates_layers
+    reports: list[LayerReport] = []
+    for name in order:
+        annotation = _annotation(name, extras, references_layer) if annotate else _PLAIN
+        tally = tallies.get(name)
+        if tally is None:
+            reports.append(_excluded_report(plan, name, notes.get(name, ()), annotation))
+            continue
+        if tally.repairs:
+            warnings.append(f"{name}: history repaired: {'; '.join(tally.repairs)}")
+        reports.append(
+            _included_report(
+                tally,
+                notes=notes.get(name, ()),
+                error=errors.get(name),
+                cuts_before=extras.summary_cuts if tally.layer.kind == "history" else (),
+                annotation=annotation,
+            )
+        )
+    warnings.extend(extras.warnings)
+    return ComposeReport(
+        process=plan.process,
+        query_path=plan.query_path,
+        tokenizer=plan.tokenizer,
+        available_tokens=plan.available_tokens,
+        total_tokens=total,
+        layers=tuple(reports),
+        skipped=extras.skipped,
+        prefix_hashes=PrefixHashes(messages),
+        warnings=tuple(warnings),
+        summarized=summarized or extras.summarized,
+    )
+
+
 __all__ = [
+    "NO_EXTRAS",
     "ComposeReport",
     "LayerCut",
     "LayerReport",
     "LayerSource",
     "PrefixHashes",
+    "ReportExtras",
     "SkippedCollector",
+    "build_report",
     "canonical_message",
     "common_prefix",
+    "curation_note",
     "prefix_hashes",
+    "recall_note",
 ]

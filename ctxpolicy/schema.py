@@ -1,7 +1,11 @@
 """The JSON Schema of the policy format, shipped inside the package.
 
 ``ctxpolicy/schemas/ctxpolicy.schema.json`` is the canonical file (``schemas/`` at the
-repository root links to it, for editors). Reading it needs only the standard library.
+repository root links to it, for editors). It is generated from the models of
+`ctxpolicy.policy`, the format's single source, by `ctxpolicy.schemas.generate`; after
+changing a model, rewrite it with ``python -m ctxpolicy.schemas.generate --write``.
+Reading it (this module) needs only the standard library, so ``ctxpolicy schema`` and the
+validator never pay for generating it.
 """
 
 from __future__ import annotations

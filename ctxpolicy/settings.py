@@ -1,33 +1,37 @@
-"""Environment settings, read through pydantic-settings.
+"""Environment settings, and applying them (and explicit arguments) over a policy file.
 
 See docs/design.md, 'Which layers a call gets' (the share switch).
 
 Precedence of every effective value: explicit argument > environment > policy file
-(after ``extends``) > default. `CtxPolicySettings` holds only what the environment
-says; `ctxpolicy.loading` applies it on top of the file.
+(after ``extends``) > default. `CtxPolicySettings` holds only what the ``CTXPOLICY_*``
+environment variables say; `apply_overrides` puts it and the explicit arguments on top
+of the merged file, and `policy_path` is the one place that falls back to
+``CTXPOLICY_POLICY`` when no policy file is given. An empty variable counts as unset.
 
-pydantic-settings is imported only when a ``CTXPOLICY_*`` variable is set (or the
-class is asked for): ``ctxpolicy validate`` usually runs without any, and the import
-would be a noticeable part of its start-up.
+The variables are read with pydantic (already loaded for the policy models) rather than
+pydantic-settings, whose import would be a noticeable part of ``ctxpolicy validate``'s
+start-up; the rules are those of a pydantic-settings class with the ``CTXPOLICY_``
+prefix, case-insensitive names, extra variables ignored and empty values unset.
 """
 
 from __future__ import annotations
 
-import functools
+import copy
+import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from ctxpolicy.diagnostics import JsonPath, Location, PolicyIssue, SourceMap, format_path
+from ctxpolicy.errors import PolicyNotGivenError
+from ctxpolicy.layers import TokenizerName
 
 ENV_PREFIX = "CTXPOLICY_"
 
-if TYPE_CHECKING:
-    from pydantic import Field
-    from pydantic_settings import BaseSettings, SettingsConfigDict
-else:  # the class is built on first use (`_settings_class`, module `__getattr__`)
-    BaseSettings = object
 
-
-class _CtxPolicySettings(BaseSettings):
+class CtxPolicySettings(BaseModel):
     """What the ``CTXPOLICY_*`` environment variables set (None = not set).
 
     Attributes:
@@ -37,55 +41,16 @@ class _CtxPolicySettings(BaseSettings):
         context_window: ``CTXPOLICY_CONTEXT_WINDOW`` (tokens).
     """
 
-    if TYPE_CHECKING:  # the runtime class is built by `_settings_class`
-        model_config = SettingsConfigDict(
-            env_prefix=ENV_PREFIX,
-            extra="ignore",
-            frozen=True,
-            case_sensitive=False,
-            env_ignore_empty=True,  # `CTXPOLICY_X=` means unset, not invalid
-        )
-        enable_share_context: bool | None = None
-        policy: Path | None = None
-        tokenizer: Literal["cl100k_base", "o200k_base", "approximate"] | None = None
-        context_window: int | None = Field(default=None, gt=0)
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    enable_share_context: bool | None = None
+    policy: Path | None = None
+    tokenizer: TokenizerName | None = None
+    context_window: int | None = Field(default=None, gt=0)
 
 
-@functools.cache
-def _settings_class() -> type[_CtxPolicySettings]:
-    """Build `CtxPolicySettings` (imports pydantic-settings)."""
-    from pydantic import Field
-    from pydantic_settings import BaseSettings, SettingsConfigDict
-
-    class CtxPolicySettings(BaseSettings):
-        __doc__ = _CtxPolicySettings.__doc__
-        model_config = SettingsConfigDict(
-            env_prefix=ENV_PREFIX,
-            extra="ignore",
-            frozen=True,
-            case_sensitive=False,
-            env_ignore_empty=True,  # `CTXPOLICY_X=` means unset, not invalid
-        )
-
-        enable_share_context: bool | None = None
-        policy: Path | None = None
-        tokenizer: Literal["cl100k_base", "o200k_base", "approximate"] | None = None
-        context_window: int | None = Field(default=None, gt=0)
-
-    CtxPolicySettings.__module__ = __name__
-    CtxPolicySettings.__qualname__ = "CtxPolicySettings"
-    return CtxPolicySettings  # type: ignore[return-value]
-
-
-if TYPE_CHECKING:
-    CtxPolicySettings = _CtxPolicySettings
-else:
-
-    def __getattr__(name: str) -> Any:
-        if name == "CtxPolicySettings":
-            return _settings_class()
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
+#: Nothing set: what `read_settings` returns when no ``CTXPOLICY_*`` variable has a value.
+_UNSET = CtxPolicySettings()
 
 #: Effective-policy paths the settings override, by settings field.
 SETTING_PATHS: Mapping[str, tuple[str, ...]] = {
@@ -100,6 +65,32 @@ def env_var(field: str) -> str:
     return f"{ENV_PREFIX}{field.upper()}"
 
 
+def env_source(variable: str) -> str:
+    """The pseudo-file name of an environment variable in locations and issues."""
+    return f"<env {variable}>"
+
+
+def argument_source(name: str) -> str:
+    """The pseudo-file name of an explicit argument in locations and issues."""
+    return f"<argument {name}>"
+
+
+def _set_variables(environ: Mapping[str, str]) -> dict[str, str]:
+    """``{field: raw value}`` of every settings variable with a non-empty value.
+
+    Names are matched case-insensitively; other variables are ignored.
+    """
+    fields = CtxPolicySettings.model_fields
+    found: dict[str, str] = {}
+    for variable, raw in environ.items():
+        upper = variable.upper()
+        if upper.startswith(ENV_PREFIX) and raw != "":
+            name = upper.removeprefix(ENV_PREFIX).lower()
+            if name in fields:
+                found[name] = raw
+    return found
+
+
 def read_settings(
     environ: Mapping[str, str] | None = None,
 ) -> tuple[CtxPolicySettings, list[tuple[str, str]]]:
@@ -112,58 +103,122 @@ def read_settings(
         The settings (invalid variables left unset) and ``(variable, message)`` pairs
         for every variable whose value is invalid.
     """
-    if environ is None:
-        import os
-
-        if not any(key.upper().startswith(ENV_PREFIX) for key in os.environ):
-            # nothing set: what CtxPolicySettings() reads then, without pydantic-settings
-            return _empty_settings(), []
-        from pydantic import ValidationError
-
-        settings_class = _settings_class()
-        try:
-            return settings_class(), []
-        except ValidationError:
-            environ = os.environ  # report each bad variable below
-    from pydantic import TypeAdapter, ValidationError
-
-    settings_class = _settings_class()
-    values = {
-        name: environ[var]
-        for name in settings_class.model_fields
-        if ((var := env_var(name)) in environ or (var := var.lower()) in environ)
-        and environ[var] != ""  # an empty variable is unset (env_ignore_empty)
-    }
-    problems: list[tuple[str, str]] = []
+    values = _set_variables(os.environ if environ is None else environ)
+    if not values:
+        return _UNSET, []
     valid: dict[str, Any] = {}
+    problems: list[tuple[str, str]] = []
     for name, raw in values.items():
-        info = settings_class.model_fields[name]
-        form: Any = Annotated[info.annotation, *info.metadata] if info.metadata else info.annotation
-        adapter: TypeAdapter[Any] = TypeAdapter(form)
         try:
-            valid[name] = adapter.validate_python(raw)
+            valid[name] = getattr(CtxPolicySettings.model_validate({name: raw}), name)
         except ValidationError as exc:
             message = exc.errors()[0]["msg"] if exc.errors() else str(exc)
             problems.append((env_var(name), f"{message} (got {raw!r})"))
-    return settings_class.model_construct(**valid), problems
+    return CtxPolicySettings.model_construct(**valid), problems
 
 
-class _EmptySettings:
-    """`CtxPolicySettings` with nothing set (every field None), frozen."""
+def policy_path(
+    path: str | os.PathLike[str] | None = None, *, environ: Mapping[str, str] | None = None
+) -> Path:
+    """The policy file to use: ``path`` when given, else ``CTXPOLICY_POLICY``.
 
-    __slots__ = ()
-    enable_share_context = None
-    policy = None
-    tokenizer = None
-    context_window = None
+    The one place the ``CTXPOLICY_POLICY`` fallback is resolved (`load_policy`,
+    ``ctxpolicy show``, `create_engine`, `ContextPolicyMiddleware`).
 
-    def __repr__(self) -> str:
-        return "CtxPolicySettings()"
+    Args:
+        path: The policy file given explicitly, or None.
+        environ: Variables to read instead of ``os.environ``.
+
+    Raises:
+        PolicyNotGivenError: ``path`` is None and ``CTXPOLICY_POLICY`` is not set (a
+            `PolicyValidationError` with one ``env.missing`` issue, and a ``ValueError``).
+    """
+    if path is not None:
+        return Path(path)
+    settings, _ = read_settings(environ)
+    if settings.policy is None:
+        raise PolicyNotGivenError
+    return settings.policy
 
 
-@functools.cache
-def _empty_settings() -> CtxPolicySettings:
-    return _EmptySettings()  # type: ignore[return-value]
+def _set(data: dict[str, Any], path: JsonPath, value: Any) -> bool:
+    node = data
+    for key in path[:-1]:
+        child = node.get(str(key))
+        if child is None:
+            child = node[str(key)] = {}
+        elif not isinstance(child, dict):
+            return False  # the file's own type error stays visible
+        node = child
+    node[str(path[-1])] = value
+    return True
 
 
-__all__ = ["ENV_PREFIX", "SETTING_PATHS", "CtxPolicySettings", "env_var", "read_settings"]
+def _variable_issues(
+    problems: list[tuple[str, str]], arguments: Mapping[str, Any]
+) -> list[PolicyIssue]:
+    """One issue per invalid variable that no explicit argument overrides."""
+    issues = []
+    for variable, message in problems:
+        field = variable.removeprefix(ENV_PREFIX).lower()
+        if arguments.get(field) is not None:
+            continue  # an explicit argument wins over the environment
+        path = SETTING_PATHS.get(field, ())
+        issues.append(
+            PolicyIssue(
+                env_source(variable),
+                0,
+                0,
+                format_path(path),
+                f"invalid value of {variable}: {message}",
+                "env.invalid",
+            )
+        )
+    return issues
+
+
+def apply_overrides(
+    data: dict[str, Any],
+    sourcemap: SourceMap,
+    *,
+    arguments: Mapping[str, Any],
+    environ: Mapping[str, str] | None = None,
+) -> tuple[dict[str, Any], SourceMap, list[PolicyIssue]]:
+    """Environment, then explicit arguments, over ``data`` (neither input is changed).
+
+    An overridden value's source-map entry names the variable or argument, so a bad value
+    is reported against it and ``show --explain`` can say where it came from.
+
+    Args:
+        data: The merged policy data.
+        sourcemap: Its source map.
+        arguments: Explicit values by settings name (None entries are ignored).
+        environ: Environment to read instead of ``os.environ``.
+
+    Returns:
+        The new data, the new source map and one issue per invalid variable.
+    """
+    out = copy.deepcopy(data)
+    smap = dict(sourcemap)
+    settings, problems = read_settings(environ)
+    for field, path in SETTING_PATHS.items():
+        value = getattr(settings, field)
+        if value is not None and _set(out, path, value):
+            smap[path] = Location(env_source(env_var(field)))
+    for name, value in arguments.items():
+        if value is not None and _set(out, SETTING_PATHS[name], value):
+            smap[SETTING_PATHS[name]] = Location(argument_source(name))
+    return out, smap, _variable_issues(problems, arguments)
+
+
+__all__ = [
+    "ENV_PREFIX",
+    "SETTING_PATHS",
+    "CtxPolicySettings",
+    "apply_overrides",
+    "argument_source",
+    "env_source",
+    "env_var",
+    "policy_path",
+    "read_settings",
+]

@@ -21,11 +21,20 @@ validated" means "it will compile".
 from __future__ import annotations
 
 import functools
+import json
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextvars import ContextVar
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
+
+from jinja2 import StrictUndefined, nodes
+from jinja2.compiler import CodeGenerator, Frame
+from jinja2.exceptions import SecurityError, TemplateSyntaxError
+from jinja2.runtime import Macro
+from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+from ctxpolicy.errors import CtxPolicyError
 
 if TYPE_CHECKING:
     from jinja2 import Template
@@ -49,7 +58,7 @@ MAX_JSON_INDENT = 16
 MAX_LIPSUM_PARAGRAPHS = 100
 
 
-class TemplateOutputTooLargeError(ValueError):
+class TemplateOutputTooLargeError(CtxPolicyError, ValueError):
     """A template rendered (or tried to build) more than `MAX_RENDERED_CHARS` characters."""
 
 
@@ -74,8 +83,6 @@ _WIDTH_FILTERS = frozenset({"center", "indent", "batch", "slice", "wordwrap", "t
 
 
 def _security_error(message: str) -> Exception:
-    from jinja2.exceptions import SecurityError
-
     return SecurityError(message)
 
 
@@ -123,18 +130,23 @@ def estimate_chars(value: Any, limit: int = MAX_RENDERED_CHARS) -> int:
             total += 4 * len(item)
         elif isinstance(item, Mapping):
             total += 2 + 4 * len(item)
-            for key in item:
-                stack.append(key)
-                try:
-                    stack.append(item[key])
-                except Exception:  # noqa: BLE001, S112 - a view that refuses a key: skip it
-                    continue
+            _push_entries(item, stack)
         elif isinstance(item, list | tuple | set | frozenset):
             total += 2 + 2 * len(item)
             stack.extend(item)
         else:
             total += 1
     return total
+
+
+def _push_entries(mapping: Mapping[Any, Any], stack: list[Any]) -> None:
+    """Push the keys and values of ``mapping`` (a view that refuses a key: its value skipped)."""
+    for key in mapping:
+        stack.append(key)
+        try:
+            stack.append(mapping[key])
+        except Exception:  # noqa: BLE001, S112 - a view that refuses a key: skip it
+            continue
 
 
 def _charge(value: Any, what: str) -> Any:
@@ -169,14 +181,19 @@ def _check_format_string(text: str, what: str) -> None:
         _, colon, spec = field.partition(":")
         if colon:
             for digits in _DIGITS.findall(spec):
-                if len(digits) > 7 or int(digits) > MAX_RENDERED_CHARS:
-                    raise _too_large(what, int(digits))
+                _check_spec_number(digits, what)
     for match in _PERCENT_SPEC.finditer(text):
         for group in match.groups():
             if group == "*":
                 raise _security_error(f"template {what}: '*' widths are not allowed")
-            if group is not None and (len(group) > 7 or int(group) > MAX_RENDERED_CHARS):
-                raise _too_large(what, int(group))
+            if group is not None:
+                _check_spec_number(group, what)
+
+
+def _check_spec_number(digits: str, what: str) -> None:
+    """Refuse a width or precision of a format spec over `MAX_RENDERED_CHARS`."""
+    if len(digits) > 7 or int(digits) > MAX_RENDERED_CHARS:
+        raise _too_large(what, int(digits))
 
 
 def _sized_items(items: Any) -> tuple[list[Any], int]:
@@ -184,94 +201,213 @@ def _sized_items(items: Any) -> tuple[list[Any], int]:
     return listed, sum(estimate_chars(item) for item in listed)
 
 
+def _check_size(what: str, size: int) -> None:
+    """Refuse a value of about ``size`` characters when it is over `MAX_RENDERED_CHARS`."""
+    if size > MAX_RENDERED_CHARS:
+        raise _too_large(what, size)
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+_StrPrecheck = Callable[[str, str, tuple[Any, ...], Mapping[str, Any]], tuple[Any, ...]]
+
+
+def _str_width(
+    _text: str, what: str, args: tuple[Any, ...], _kwargs: Mapping[str, Any]
+) -> tuple[Any, ...]:
+    if args:
+        _check_width(args[0], what)
+    return args
+
+
+def _str_expandtabs(
+    text: str, what: str, args: tuple[Any, ...], kwargs: Mapping[str, Any]
+) -> tuple[Any, ...]:
+    tab = args[0] if args else kwargs.get("tabsize", 8)
+    if isinstance(tab, int):
+        _check_size(what, len(text) * max(tab, 1))
+    return args
+
+
+def _str_join(
+    text: str, what: str, args: tuple[Any, ...], _kwargs: Mapping[str, Any]
+) -> tuple[Any, ...]:
+    if not args:
+        return args
+    items, size = _sized_items(args[0])
+    _check_size(what, size + len(text) * max(len(items) - 1, 0))
+    return (items, *args[1:])
+
+
+def _str_replace(
+    text: str, what: str, args: tuple[Any, ...], _kwargs: Mapping[str, Any]
+) -> tuple[Any, ...]:
+    if len(args) >= 2 and isinstance(args[0], str) and isinstance(args[1], str):
+        old, new = args[0], args[1]
+        hits = text.count(old) if old else len(text) + 1
+        _check_size(what, len(text) + hits * len(new))
+    return args
+
+
+def _str_format(
+    text: str, what: str, args: tuple[Any, ...], _kwargs: Mapping[str, Any]
+) -> tuple[Any, ...]:
+    _check_format_string(text, what)
+    return args
+
+
+#: The ``str`` methods whose result can amplify their input, and their pre-checks.
+_STR_PRECHECKS: Mapping[str, _StrPrecheck] = {
+    "center": _str_width,
+    "ljust": _str_width,
+    "rjust": _str_width,
+    "zfill": _str_width,
+    "expandtabs": _str_expandtabs,
+    "join": _str_join,
+    "replace": _str_replace,
+    "format": _str_format,
+    "format_map": _str_format,
+}
+
+
 def _precheck_str_method(
     text: str, name: str, args: tuple[Any, ...], kwargs: Mapping[str, Any] | None = None
 ) -> tuple[Any, ...]:
     """Refuse a ``str`` method call whose result would exceed the value limit."""
-    what = f"str.{name}()"
-    kwargs = kwargs or {}
-    if name in {"center", "ljust", "rjust", "zfill"} and args:
-        _check_width(args[0], what)
-    elif name == "expandtabs":
-        tab = args[0] if args else kwargs.get("tabsize", 8)
-        if isinstance(tab, int) and len(text) * max(tab, 1) > MAX_RENDERED_CHARS:
-            raise _too_large(what, len(text) * tab)
-    elif name == "join" and args:
-        items, size = _sized_items(args[0])
-        size += len(text) * max(len(items) - 1, 0)
-        if size > MAX_RENDERED_CHARS:
-            raise _too_large(what, size)
-        return (items, *args[1:])
-    elif name == "replace" and len(args) >= 2:
-        old, new = args[0], args[1]
-        if isinstance(old, str) and isinstance(new, str):
-            hits = text.count(old) if old else len(text) + 1
-            size = len(text) + hits * len(new)
-            if size > MAX_RENDERED_CHARS:
-                raise _too_large(what, size)
-    elif name in {"format", "format_map"}:
-        _check_format_string(text, what)
-    return args
+    check = _STR_PRECHECKS.get(name)
+    if check is None:
+        return args
+    return check(text, f"str.{name}()", args, kwargs or {})
+
+
+def _precheck_power(what: str, left: Any, right: Any) -> None:
+    if (
+        _is_int(left)
+        and _is_int(right)
+        and right > 0
+        and abs(left) > 1
+        and right * left.bit_length() > MAX_INT_BITS
+    ):
+        raise _security_error(f"template {what}: integer over {MAX_INT_BITS} bits")
+
+
+def _precheck_repeat(what: str, left: Any, right: Any) -> None:
+    ints = _is_int(left) and _is_int(right)
+    if ints and left.bit_length() + right.bit_length() > MAX_INT_BITS:
+        raise _security_error(f"template {what}: integer over {MAX_INT_BITS} bits")
+    for seq, count in ((left, right), (right, left)):
+        if isinstance(seq, str | list | tuple) and isinstance(count, int) and count > 0:
+            _check_size(what, estimate_chars(seq) * count)
+
+
+def _precheck_add(what: str, left: Any, right: Any) -> None:
+    if isinstance(left, str | list | tuple) and isinstance(right, str | list | tuple):
+        _check_size(what, estimate_chars(left) + estimate_chars(right))
+
+
+def _precheck_percent(what: str, left: Any, _right: Any) -> None:
+    if isinstance(left, str):
+        _check_format_string(left, what)  # refuses '*' widths, so arguments never size it
+
+
+#: The binary operators the sandbox intercepts, and their pre-checks.
+_BINOP_PRECHECKS: Mapping[str, Callable[[str, Any, Any], None]] = {
+    "**": _precheck_power,
+    "*": _precheck_repeat,
+    "+": _precheck_add,
+    "%": _precheck_percent,
+}
 
 
 def _precheck_binop(operator: str, left: Any, right: Any) -> None:
-    what = f"operator {operator!r}"
-    ints = all(isinstance(v, int) and not isinstance(v, bool) for v in (left, right))
-    if operator == "**" and ints:
-        if right > 0 and abs(left) > 1 and right * left.bit_length() > MAX_INT_BITS:
-            raise _security_error(f"template {what}: integer over {MAX_INT_BITS} bits")
-    elif operator == "*":
-        if ints and left.bit_length() + right.bit_length() > MAX_INT_BITS:
-            raise _security_error(f"template {what}: integer over {MAX_INT_BITS} bits")
-        for seq, count in ((left, right), (right, left)):
-            if isinstance(seq, str | list | tuple) and isinstance(count, int) and count > 0:
-                size = estimate_chars(seq) * count
-                if size > MAX_RENDERED_CHARS:
-                    raise _too_large(what, size)
-    elif operator == "+" and not ints:
-        if isinstance(left, str | list | tuple) and isinstance(right, str | list | tuple):
-            size = estimate_chars(left) + estimate_chars(right)
-            if size > MAX_RENDERED_CHARS:
-                raise _too_large(what, size)
-    elif operator == "%" and isinstance(left, str):
-        _check_format_string(left, what)  # refuses '*' widths, so arguments never size it
+    check = _BINOP_PRECHECKS.get(operator)
+    if check is not None:
+        check(f"operator {operator!r}", left, right)
+
+
+_FilterPrecheck = Callable[[str, Any, tuple[Any, ...], Mapping[str, Any]], "tuple[Any, ...] | None"]
+
+
+def _filter_join(
+    what: str, value: Any, options: tuple[Any, ...], kwargs: Mapping[str, Any]
+) -> tuple[Any, ...] | None:
+    items, size = _sized_items(value)
+    separator = options[0] if options else kwargs.get("d", "")
+    _check_size(what, size + estimate_chars(separator) * max(len(items) - 1, 0))
+    return (items, *options)
+
+
+def _filter_replace(
+    _what: str, value: Any, options: tuple[Any, ...], _kwargs: Mapping[str, Any]
+) -> tuple[Any, ...] | None:
+    if isinstance(value, str) and len(options) >= 2:
+        _precheck_str_method(value, "replace", (str(options[0]), str(options[1])))
+    return None
+
+
+def _filter_format(
+    what: str, value: Any, _options: tuple[Any, ...], _kwargs: Mapping[str, Any]
+) -> tuple[Any, ...] | None:
+    if isinstance(value, str):
+        _check_format_string(value, what)
+    return None
+
+
+def _filter_indent(
+    what: str, value: Any, options: tuple[Any, ...], kwargs: Mapping[str, Any]
+) -> tuple[Any, ...] | None:
+    if not isinstance(value, str):
+        return None
+    width = options[0] if options else kwargs.get("width", 4)
+    width = len(width) if isinstance(width, str) else width
+    if isinstance(width, int):
+        _check_size(what, len(value) + (value.count("\n") + 1) * max(width, 0))
+    return None
+
+
+def _filter_json_indent(
+    what: str, _value: Any, options: tuple[Any, ...], kwargs: Mapping[str, Any]
+) -> tuple[Any, ...] | None:
+    indent = options[0] if options else kwargs.get("indent")
+    if isinstance(indent, int) and indent > MAX_JSON_INDENT:
+        raise _security_error(f"{what}: indent over {MAX_JSON_INDENT}")
+    return None
+
+
+#: Filters whose arguments can amplify their input, and their pre-checks (which may
+#: return the value and options to call the filter with, e.g. a materialised iterable).
+_FILTER_PRECHECKS: Mapping[str, _FilterPrecheck] = {
+    "join": _filter_join,
+    "replace": _filter_replace,
+    "format": _filter_format,
+    "indent": _filter_indent,
+    "tojson": _filter_json_indent,
+    "pprint": _filter_json_indent,
+}
 
 
 def _guard_filter(name: str, function: Callable[..., Any]) -> Callable[..., Any]:
     """Wrap a built-in filter: count a step, pre-check amplifying arguments, charge the result."""
     pass_arg = getattr(function, "jinja_pass_arg", None)
     skip = 0 if pass_arg is None else 1  # context / eval context / environment first
+    what = f"filter {name!r}"
+    widths = name in _WIDTH_FILTERS
+    check = _FILTER_PRECHECKS.get(name)
 
     @functools.wraps(function)
     def guarded(*args: Any, **kwargs: Any) -> Any:
         _step()
-        value, options = (args[skip] if len(args) > skip else None), args[skip + 1 :]
-        if name in _WIDTH_FILTERS:
+        options = args[skip + 1 :]
+        if widths:
             for option in (*options, *kwargs.values()):
-                _check_width(option, f"filter {name!r}")
-        if name == "join" and len(args) > skip:
-            items, size = _sized_items(value)
-            separator = options[0] if options else kwargs.get("d", "")
-            size += estimate_chars(separator) * max(len(items) - 1, 0)
-            if size > MAX_RENDERED_CHARS:
-                raise _too_large(f"filter {name!r}", size)
-            args = (*args[:skip], items, *options)
-        elif name == "replace" and isinstance(value, str) and len(options) >= 2:
-            _precheck_str_method(value, "replace", (str(options[0]), str(options[1])))
-        elif name == "format" and isinstance(value, str):
-            _check_format_string(value, f"filter {name!r}")
-        elif name == "indent" and isinstance(value, str):
-            width = options[0] if options else kwargs.get("width", 4)
-            width = len(width) if isinstance(width, str) else width
-            if isinstance(width, int):
-                size = len(value) + (value.count("\n") + 1) * max(width, 0)
-                if size > MAX_RENDERED_CHARS:
-                    raise _too_large(f"filter {name!r}", size)
-        elif name in {"tojson", "pprint"}:
-            indent = options[0] if options else kwargs.get("indent")
-            if isinstance(indent, int) and indent > MAX_JSON_INDENT:
-                raise _security_error(f"filter {name!r}: indent over {MAX_JSON_INDENT}")
-        return _charge(function(*args, **kwargs), f"filter {name!r}")
+                _check_width(option, what)
+        if check is not None and len(args) > skip:
+            checked = check(what, args[skip], options, kwargs)
+            if checked is not None:
+                args = (*args[:skip], *checked)
+        return _charge(function(*args, **kwargs), what)
 
     return guarded
 
@@ -368,8 +504,6 @@ def _first(item: Mapping[str, Any], keys: tuple[str, ...]) -> Any:
 
 
 def _json_text(value: Any) -> str:
-    import json
-
     return json.dumps(value, ensure_ascii=False, default=plain_data)
 
 
@@ -383,19 +517,7 @@ def checklist_line(item: Any, title: Any = None) -> str:
     written as ``- item`` (``- title: item`` under a title).
     """
     if isinstance(item, Mapping):
-        name = _first(item, TODO_TITLE_KEYS)
-        if name is None:
-            name = title if title is not None else _json_text(item)
-        status = _first(item, ("status", "state"))
-        done = _is_done(item["done"]) if "done" in item else _is_done(status)
-        line = f"- [{'x' if done else ' '}] {name}"
-        words = "" if status is None else _status_words(status)
-        if not done and words.lower() not in _OPEN_STATUSES and not _is_done(words):
-            line += f" ({words})"
-        notes = _first(item, TODO_NOTE_KEYS)
-        if notes is not None:
-            line += f" — {notes if isinstance(notes, str) else _json_text(notes)}"
-        return line
+        return _mapping_checklist_line(item, title)
     if title is None:
         return f"- {item if isinstance(item, str) else _json_text(item)}"
     if isinstance(item, bool):
@@ -403,6 +525,23 @@ def checklist_line(item: Any, title: Any = None) -> str:
     if item is None or isinstance(item, str):
         return checklist_line({"status": item}, title)
     return f"- {title}: {_json_text(item)}"
+
+
+def _mapping_checklist_line(item: Mapping[str, Any], title: Any) -> str:
+    """`checklist_line` of an item mapping: title, tick, open status, notes."""
+    name = _first(item, TODO_TITLE_KEYS)
+    if name is None:
+        name = title if title is not None else _json_text(item)
+    status = _first(item, ("status", "state"))
+    done = _is_done(item["done"]) if "done" in item else _is_done(status)
+    line = f"- [{'x' if done else ' '}] {name}"
+    words = "" if status is None else _status_words(status)
+    if not done and words.lower() not in _OPEN_STATUSES and not _is_done(words):
+        line += f" ({words})"
+    notes = _first(item, TODO_NOTE_KEYS)
+    if notes is not None:
+        line += f" — {notes if isinstance(notes, str) else _json_text(notes)}"
+    return line
 
 
 def checklist(value: Any) -> str:
@@ -428,10 +567,6 @@ def checklist(value: Any) -> str:
 @lru_cache(maxsize=1)
 def sandbox() -> SandboxedEnvironment:
     """The shared sandboxed environment (created once per process)."""
-    from jinja2 import StrictUndefined, nodes
-    from jinja2.compiler import CodeGenerator, Frame
-    from jinja2.runtime import Macro
-    from jinja2.sandbox import ImmutableSandboxedEnvironment
 
     class _GuardedCodeGenerator(CodeGenerator):
         """Routes loop iteration and ``~`` through the render budget."""
@@ -532,8 +667,6 @@ def compile_template(source: str) -> Template:
             loads another template (``include``, ``import``, ``from``, ``extends``):
             policy templates have no loader (``lineno`` is set).
     """
-    from jinja2 import nodes
-    from jinja2.exceptions import TemplateSyntaxError
 
     env = sandbox()
     tree = env.parse(source)
@@ -559,8 +692,6 @@ def render_template(source: str, variables: Mapping[str, Any]) -> str:
         TemplateOutputTooLargeError: the output, or a value built on the way, exceeds
             `MAX_RENDERED_CHARS` (or `MAX_ALLOCATED_CHARS` in total).
     """
-    from jinja2.exceptions import SecurityError
-
     template = compile_template(source)
     token = _BUDGET.set(_Budget())
     try:

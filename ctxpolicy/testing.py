@@ -22,6 +22,7 @@ from langchain_core.retrievers import BaseRetriever
 from pydantic import Field
 
 from ctxpolicy.history import check_history
+from ctxpolicy.tokens import get_tokenizer
 
 if TYPE_CHECKING:
     from ctxpolicy.engine import ComposeResult
@@ -55,12 +56,18 @@ def assert_composed_valid(result: ComposeResult, plan: LayerPlan) -> None:
     Raises:
         AssertionError: naming the broken invariant.
     """
-    from ctxpolicy.tokens import get_tokenizer
-
     tok = get_tokenizer(plan.tokenizer)
     total = tok.count_messages(result.messages)
     assert total <= plan.available_tokens, f"total {total} > available {plan.available_tokens}"
     assert total == result.report.total_tokens, "report total differs from the messages"
+    _assert_layers_valid(result, plan)
+    persistent = {layer.name for layer in plan.layers if layer.persist}
+    stray = set(result.persist) - persistent
+    assert not stray, f"runtime-only layers in persist: {sorted(stray)}"
+
+
+def _assert_layers_valid(result: ComposeResult, plan: LayerPlan) -> None:
+    """The messages grouped by layer in plan order; system prompt first; history valid."""
     layers = [layer for layer in result.report.layers if layer.included]
     assert sum(layer.messages for layer in layers) == len(result.messages), "layer counts"
     assert [layer.name for layer in layers] == list(plan.names), "layer order"
@@ -72,9 +79,6 @@ def assert_composed_valid(result: ComposeResult, plan: LayerPlan) -> None:
             assert position == 1, "system prompt must be the first message"
         if layer.kind == "history":
             assert_history_valid(part)
-    persistent = {layer.name for layer in plan.layers if layer.persist}
-    stray = set(result.persist) - persistent
-    assert not stray, f"runtime-only layers in persist: {sorted(stray)}"
 
 
 @dataclass
@@ -100,8 +104,7 @@ class ScriptedSummarizer:
 
 
 def _first_words(message: BaseMessage, words: int = 4) -> str:
-    content = message.content if isinstance(message.content, str) else str(message.content)
-    return f"{message.type}: {' '.join(content.split()[:words])}"
+    return f"{message.type}: {' '.join(message.text.split()[:words])}"
 
 
 class ListRetriever(BaseRetriever):

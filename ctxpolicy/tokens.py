@@ -12,18 +12,23 @@ process-wide environment variable, so the (one line) file format is parsed here.
 One `Tokenizer` per name per process (`get_tokenizer`, thread-safe). Counts are cached
 by content: the next turn of a conversation only counts the new messages.
 
-This module imports tiktoken and langchain-core lazily; ``import ctxpolicy`` stays light.
+``import ctxpolicy`` and the validate path never import this module (it imports tiktoken).
 """
 
 from __future__ import annotations
 
 import binascii
+import hashlib
 import json
 import threading
 from collections.abc import Hashable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any, Literal, get_args
+from importlib import resources
+from typing import TYPE_CHECKING, Any, Literal
+
+import tiktoken
 
 from ctxpolicy.errors import CtxPolicyError
+from ctxpolicy.layers import TOKENIZER_NAMES, TokenizerName
 
 if TYPE_CHECKING:
     from langchain_core.messages import BaseMessage
@@ -36,9 +41,9 @@ __all__ = [
     "TokenizerName",
     "format_cut_marker",
     "get_tokenizer",
+    "text_cap",
 ]
 
-TokenizerName = Literal["cl100k_base", "o200k_base", "approximate"]
 
 MESSAGE_OVERHEAD = 3
 """Tokens a chat message costs on top of its content (role and separators).
@@ -47,6 +52,16 @@ OpenAI's published accounting for its chat models: 3 tokens per message, plus th
 tokens of the ``name`` field when set (counted here as content). The 3 tokens that prime
 the reply are per request, not per message, and are left to the output reserve.
 """
+
+
+def text_cap(cap: int) -> int:
+    """Tokens the text of a one-message layer may use within the layer's ``cap``.
+
+    A message costs `MESSAGE_OVERHEAD` on top of its text (an unnamed message: what
+    ``count_message`` counts for an empty one, with every tokenizer).
+    """
+    return max(0, cap - MESSAGE_OVERHEAD)
+
 
 MEDIA_BLOCK_TOKENS = 765
 """Tokens charged for one non-text content block (image, audio, file).
@@ -124,9 +139,6 @@ def read_bpe_file(name: str) -> bytes:
     Raises:
         TokenizerIntegrityError: When the file is missing or its hash differs.
     """
-    import hashlib
-    from importlib import resources
-
     expected = _ENCODING_SPECS[name][0]
     resource = resources.files("ctxpolicy") / "tokenizers" / f"{name}.tiktoken"
     try:
@@ -175,8 +187,6 @@ def parse_bpe_ranks(data: bytes, *, source: str = "<bytes>") -> dict[bytes, int]
 
 
 def _build_encoding(name: str) -> Any:
-    import tiktoken
-
     _, pat_str, special_tokens = _ENCODING_SPECS[name]
     ranks = parse_bpe_ranks(read_bpe_file(name), source=f"{name}.tiktoken")
     return tiktoken.Encoding(
@@ -479,7 +489,7 @@ def _freeze(content: Any) -> str:
 
 _TOKENIZERS: dict[str, Tokenizer] = {}
 _TOKENIZERS_LOCK = threading.Lock()
-_NAMES: tuple[str, ...] = get_args(TokenizerName)
+_NAMES: tuple[str, ...] = TOKENIZER_NAMES
 
 
 def get_tokenizer(name: TokenizerName) -> Tokenizer:

@@ -16,10 +16,14 @@ import os
 import sys
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from anywhere
 
 from tests.support.chromium import run_chromium
+
+if TYPE_CHECKING:
+    from ctxpolicy.render.view import Preview
 
 REPO = Path(__file__).resolve().parents[1]
 SYSTEM_PROMPT = (
@@ -28,15 +32,13 @@ SYSTEM_PROMPT = (
 )
 
 
-def build_preview() -> dict:
-    import json
-
+def build_preview() -> Preview:
     from langchain_core.documents import Document
     from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
     from langchain_core.runnables import RunnableLambda
 
     from ctxpolicy import PolicyEngine, load_policy
-    from ctxpolicy.cli.preview import render_json
+    from ctxpolicy.render.view import Preview
 
     os.environ["CTXPOLICY_CONTEXT_WINDOW"] = "1400"
     try:
@@ -74,10 +76,9 @@ def build_preview() -> dict:
     engine = PolicyEngine(policy, services={"knowledge": knowledge})
     plan = engine.plan("react")
     result = engine.compose(process="react", system_prompt=SYSTEM_PROMPT, state=state)
-    layers = [layer.name for layer in result.report.layers for _ in range(layer.messages)]
-    data = json.loads(render_json(result, plan, layers=layers))
-    data["source"] = "policies/base.yaml (context_window 1400)"
-    return data
+    return Preview.of(
+        result, plan, policy=policy, source="policies/base.yaml (context_window 1400)"
+    )
 
 
 def main() -> None:
@@ -86,9 +87,9 @@ def main() -> None:
     parser.add_argument("--png", type=Path, default=REPO / "docs" / "preview.png")
     args = parser.parse_args()
 
-    from ctxpolicy.render.html import render_preview_html
+    from ctxpolicy.render.html import render_html
 
-    page = render_preview_html(build_preview())
+    page = render_html(build_preview())
     with tempfile.TemporaryDirectory(prefix="ctxpolicy-preview-") as folder:
         html_path = args.html or Path(folder) / "preview.html"
         html_path.write_text(page, encoding="utf-8")

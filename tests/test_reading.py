@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from ctxpolicy.reading import FileTooLargeError, NotRegularFileError, read_regular_file
+from ctxpolicy.errors import CtxPolicyError
+from ctxpolicy.loading.read import FileTooLargeError, NotRegularFileError, read_regular_file
 
 
 def test_reads_a_regular_file(tmp_path: Path) -> None:
@@ -54,3 +55,8 @@ def test_size_limit_before_and_while_reading(tmp_path: Path) -> None:
     with pytest.raises(FileTooLargeError) as info:
         read_regular_file(path, max_bytes=100)
     assert (info.value.size, info.value.limit, info.value.grew) == (101, 100, False)
+
+
+def test_read_errors_are_ctxpolicy_errors_and_os_errors() -> None:
+    for error in (NotRegularFileError, FileTooLargeError):
+        assert issubclass(error, CtxPolicyError) and issubclass(error, OSError)

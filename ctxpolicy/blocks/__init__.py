@@ -6,7 +6,8 @@ See docs/design.md, 'Files as context'.
   `get_block_by_id`, `flatten_blocks` walk it.
 * `parse_reference`, `find_references`, `resolve_reference` handle ``[file.md:12:30]``
   and ``[file.md#父/子]``, confined to a root folder.
-* ``ctxpolicy.blocks.collector:collect_files`` is the ``files`` collector.
+* The ``files`` collector that reads them into a layer is
+  ``ctxpolicy.collectors.files:collect_files`` (collectors import blocks, never the reverse).
 * ``ctxpolicy.blocks.manifest`` compiles a ``context-config.json`` into messages.
 * ``ctxpolicy.blocks.tools`` / ``ctxpolicy.blocks.curation`` give agents sandboxed file
   tools and ``dismiss_memory``.
@@ -20,15 +21,6 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from ctxpolicy.blocks.errors import (
-    BlockNotFoundError,
-    BlocksError,
-    FileAccessError,
-    LineRangeError,
-    ManifestError,
-    PathEscapeError,
-    ReferenceSyntaxError,
-)
 from ctxpolicy.blocks.json_blocks import parse_json_blocks
 from ctxpolicy.blocks.markdown import parse_markdown_blocks
 from ctxpolicy.blocks.model import Block, BlockSource, find_block, flatten_blocks, get_block_by_id
@@ -45,9 +37,17 @@ from ctxpolicy.blocks.references import (
     slice_reference,
 )
 from ctxpolicy.blocks.sandbox import DEFAULT_MAX_FILE_BYTES, read_text_inside, resolve_inside
+from ctxpolicy.errors import (
+    BlockNotFoundError,
+    BlocksError,
+    FileAccessError,
+    LineRangeError,
+    ManifestError,
+    PathEscapeError,
+    ReferenceSyntaxError,
+)
 
 _LAZY: dict[str, str] = {
-    "collect_files": "ctxpolicy.blocks.collector",
     "ContextManifest": "ctxpolicy.blocks.manifest",
     "CompiledContext": "ctxpolicy.blocks.manifest",
     "compile_manifest": "ctxpolicy.blocks.manifest",
@@ -89,7 +89,6 @@ __all__ = [
     "Reference",
     "ReferenceSyntaxError",
     "ResolvedReference",
-    "collect_files",
     "compile_manifest",
     "create_dismiss_memory_tool",
     "create_file_tools",

@@ -20,7 +20,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from ctxpolicy.blocks.errors import BlocksError
+from langchain_core.tools import StructuredTool, ToolException
+
+from ctxpolicy.errors import BlocksError
 
 if TYPE_CHECKING:
     from langchain_core.messages import BaseMessage
@@ -224,7 +226,6 @@ def create_dismiss_memory_tool(log: CurationLog) -> StructuredTool:
     Args:
         log: Where dismissals are recorded; apply them with `curate_messages`.
     """
-    from langchain_core.tools import StructuredTool, ToolException
 
     def dismiss_memory(target_message_id: str, summary: str) -> str:
         try:

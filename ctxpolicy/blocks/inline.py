@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from ctxpolicy.blocks.errors import BlocksError
 from ctxpolicy.blocks.references import Reference, find_references, resolve_reference
 from ctxpolicy.blocks.sandbox import DEFAULT_MAX_FILE_BYTES
+from ctxpolicy.errors import BlocksError
 
 PIECE_SEPARATOR = "\n\n"
 

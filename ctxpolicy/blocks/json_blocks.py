@@ -16,8 +16,8 @@ from __future__ import annotations
 import json
 from bisect import bisect_right
 
-from ctxpolicy.blocks.errors import BlocksError
 from ctxpolicy.blocks.model import Block, BlockSource, escape_segment, unique_segment
+from ctxpolicy.errors import BlocksError
 
 _WS = " \t\n\r"
 _DECODER = json.JSONDecoder()
@@ -53,6 +53,10 @@ class _Walker:
             raise self.fail(offset, "nested too deeply") from None
         return end
 
+    def at(self, offset: int, char: str) -> bool:
+        """Whether the text has ``char`` at ``offset``."""
+        return offset < len(self.text) and self.text[offset] == char
+
     def walk_object(self, offset: int, prefix: str, level: int) -> tuple[list[Block], int]:
         """Blocks of the object at ``offset`` (a ``{``) and the offset after its ``}``."""
         if level > _MAX_DEPTH:
@@ -60,54 +64,64 @@ class _Walker:
         blocks: list[Block] = []
         used: set[str] = set()
         offset = self.skip(offset + 1)
-        if offset < len(self.text) and self.text[offset] == "}":
+        if self.at(offset, "}"):
             return blocks, offset + 1
         while True:
-            if offset >= len(self.text) or self.text[offset] != '"':
-                raise self.fail(offset, "expected a key in double quotes")
-            key_start = offset
-            try:
-                key, offset = json.decoder.scanstring(self.text, offset + 1)  # type: ignore[attr-defined]
-            except json.JSONDecodeError as exc:
-                raise self.fail(exc.pos, exc.msg) from None
+            block, offset = self.walk_member(offset, prefix, level, used)
+            blocks.append(block)
             offset = self.skip(offset)
-            if offset >= len(self.text) or self.text[offset] != ":":
-                raise self.fail(offset, "expected ':' after a key")
-            offset = self.skip(offset + 1)
-            segment = unique_segment(escape_segment(str(key)), used)
-            block_id = f"{prefix}/{segment}" if prefix else segment
-            value_start = offset
-            if offset < len(self.text) and self.text[offset] == "{":
-                children, offset = self.walk_object(offset, block_id, level + 1)
-                content = "" if children else "{}"
-            else:
-                offset = self.value_end(offset)
-                children = []
-                content = self.text[value_start:offset]
-            start_line = self.line_of(key_start)
-            own_end = start_line if children else self.line_of(offset - 1)
-            blocks.append(
-                Block(
-                    id=block_id,
-                    heading=str(key),
-                    level=level,
-                    content=content,
-                    children=tuple(children),
-                    source=BlockSource(
-                        file=self.file,
-                        start_line=start_line,
-                        end_line=own_end,
-                        tree_end_line=self.line_of(offset - 1),
-                    ),
-                )
-            )
-            offset = self.skip(offset)
-            if offset < len(self.text) and self.text[offset] == ",":
+            if self.at(offset, ","):
                 offset = self.skip(offset + 1)
                 continue
-            if offset < len(self.text) and self.text[offset] == "}":
+            if self.at(offset, "}"):
                 return blocks, offset + 1
             raise self.fail(offset, "expected ',' or '}'")
+
+    def read_key(self, offset: int) -> tuple[str, int]:
+        """The key at ``offset`` (a ``"``) and the offset of its value (after the ``:``)."""
+        if not self.at(offset, '"'):
+            raise self.fail(offset, "expected a key in double quotes")
+        try:
+            key, offset = json.decoder.scanstring(self.text, offset + 1)  # type: ignore[attr-defined]
+        except json.JSONDecodeError as exc:
+            raise self.fail(exc.pos, exc.msg) from None
+        offset = self.skip(offset)
+        if not self.at(offset, ":"):
+            raise self.fail(offset, "expected ':' after a key")
+        return str(key), self.skip(offset + 1)
+
+    def walk_member(
+        self, offset: int, prefix: str, level: int, used: set[str]
+    ) -> tuple[Block, int]:
+        """The block of the object member at ``offset`` and the offset after its value."""
+        key_start = offset
+        key, offset = self.read_key(offset)
+        segment = unique_segment(escape_segment(key), used)
+        block_id = f"{prefix}/{segment}" if prefix else segment
+        value_start = offset
+        if self.at(offset, "{"):
+            children, offset = self.walk_object(offset, block_id, level + 1)
+            content = "" if children else "{}"
+        else:
+            offset = self.value_end(offset)
+            children = []
+            content = self.text[value_start:offset]
+        start_line = self.line_of(key_start)
+        own_end = start_line if children else self.line_of(offset - 1)
+        block = Block(
+            id=block_id,
+            heading=key,
+            level=level,
+            content=content,
+            children=tuple(children),
+            source=BlockSource(
+                file=self.file,
+                start_line=start_line,
+                end_line=own_end,
+                tree_end_line=self.line_of(offset - 1),
+            ),
+        )
+        return block, offset
 
 
 def parse_json_blocks(text: str, file: str) -> list[Block]:

@@ -40,10 +40,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
+from langchain_core.messages import AIMessage, HumanMessage
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from ctxpolicy.blocks.curation import CurationLog, curate_messages, format_placeholder
-from ctxpolicy.blocks.errors import BlockNotFoundError, BlocksError, ManifestError
 from ctxpolicy.blocks.markdown import parse_markdown_blocks
 from ctxpolicy.blocks.model import block_ids, find_block
 from ctxpolicy.blocks.references import (
@@ -63,6 +63,10 @@ from ctxpolicy.blocks.sandbox import (
     read_text_inside,
     resolve_root,
 )
+from ctxpolicy.compose import compose_layers
+from ctxpolicy.errors import BlockNotFoundError, BlocksError, ManifestError
+from ctxpolicy.plan import plan_layers
+from ctxpolicy.policy import Policy
 
 if TYPE_CHECKING:
     from langchain_core.messages import BaseMessage
@@ -308,8 +312,6 @@ def parse_history(text: str, *, source: str) -> tuple[BaseMessage, ...]:
     Raises:
         ManifestError: not JSON, or an entry of the wrong shape.
     """
-    from langchain_core.messages import AIMessage, HumanMessage
-
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -361,8 +363,6 @@ def manifest_policy(*, context_window: int = 128_000, tokenizer: str = "cl100k_b
     Layers: ``system_prompt``, ``profile__context``, ``checkpoint_messages``, ``query``;
     one process ``manifest`` with the history and the query at runtime.
     """
-    from ctxpolicy.policy import Policy
-
     return Policy.model_validate(
         {
             "version": 1,
@@ -430,10 +430,6 @@ def emit_composition(
 
     What ``ctxpolicy compile`` renders; same arguments and errors as `emit_messages`.
     """
-    from langchain_core.messages import HumanMessage
-
-    from ctxpolicy.compose import compose_layers
-    from ctxpolicy.plan import plan_layers
 
     effective = policy if policy is not None else manifest_policy()
     plan = plan_layers(effective, process or effective.default_process)

@@ -14,11 +14,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ctxpolicy.blocks.errors import BlockNotFoundError, LineRangeError, ReferenceSyntaxError
 from ctxpolicy.blocks.json_blocks import parse_json_blocks
 from ctxpolicy.blocks.markdown import parse_markdown_blocks, split_lines
 from ctxpolicy.blocks.model import Block, block_ids, find_block
 from ctxpolicy.blocks.sandbox import DEFAULT_MAX_FILE_BYTES, check_relative, read_text_inside
+from ctxpolicy.errors import BlockNotFoundError, LineRangeError, ReferenceSyntaxError
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,12 +149,7 @@ def reference_from_data(data: Mapping[str, Any] | str) -> Reference:
     end = data.get("endLine", data.get("end_line"))
     block = data.get("block")
     if start is not None or end is not None:
-        if block is not None:
-            raise ReferenceSyntaxError(f"reference {dict(data)!r}: give lines or a block, not both")
-        if not isinstance(start, int) or isinstance(start, bool):
-            raise ReferenceSyntaxError(f"reference {dict(data)!r}: 'startLine' must be an integer")
-        if end is not None and (not isinstance(end, int) or isinstance(end, bool)):
-            raise ReferenceSyntaxError(f"reference {dict(data)!r}: 'endLine' must be an integer")
+        _check_line_entry(data, start, end, block)
         return _line_reference(path, str(start), None if end is None else str(end), source=path)
     if block is not None:
         if not isinstance(block, str) or not block.strip():
@@ -163,6 +158,16 @@ def reference_from_data(data: Mapping[str, Any] | str) -> Reference:
             )
         return BlockReference(path, block.strip())
     return FileReference(path)
+
+
+def _check_line_entry(data: Mapping[str, Any], start: Any, end: Any, block: Any) -> None:
+    """Refuse a line entry of a manifest that also names a block or has non-integer lines."""
+    if block is not None:
+        raise ReferenceSyntaxError(f"reference {dict(data)!r}: give lines or a block, not both")
+    if not isinstance(start, int) or isinstance(start, bool):
+        raise ReferenceSyntaxError(f"reference {dict(data)!r}: 'startLine' must be an integer")
+    if end is not None and (not isinstance(end, int) or isinstance(end, bool)):
+        raise ReferenceSyntaxError(f"reference {dict(data)!r}: 'endLine' must be an integer")
 
 
 def find_references(text: str) -> list[Reference]:

@@ -16,7 +16,7 @@ import os
 import stat
 from pathlib import Path, PurePosixPath, PureWindowsPath
 
-from ctxpolicy.blocks.errors import FileAccessError, PathEscapeError
+from ctxpolicy.errors import FileAccessError, PathEscapeError
 
 DEFAULT_MAX_FILE_BYTES = 1_000_000
 """Largest file the blocks package reads (bytes)."""
@@ -170,8 +170,3 @@ def read_text_inside(root: Path, path: str, *, max_bytes: int = DEFAULT_MAX_FILE
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise FileAccessError(path, f"not UTF-8 text (byte {exc.start})") from None
-
-
-def relative_name(root: Path, real: Path) -> str:
-    """``real`` relative to ``root``'s real path, ``/``-separated (for labels)."""
-    return real.relative_to(root.resolve()).as_posix()

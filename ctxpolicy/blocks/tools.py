@@ -17,11 +17,13 @@ import re
 import stat
 import tempfile
 from collections.abc import Callable, Iterator
+from functools import wraps
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from langchain_core.tools import StructuredTool, ToolException
+
 from ctxpolicy.blocks.curation import CurationLog, create_dismiss_memory_tool
-from ctxpolicy.blocks.errors import BlocksError, FileAccessError, PathEscapeError
 from ctxpolicy.blocks.markdown import split_lines
 from ctxpolicy.blocks.references import BlockReference, slice_reference
 from ctxpolicy.blocks.sandbox import (
@@ -30,6 +32,7 @@ from ctxpolicy.blocks.sandbox import (
     resolve_inside,
     resolve_root,
 )
+from ctxpolicy.errors import BlocksError, FileAccessError, PathEscapeError
 
 if TYPE_CHECKING:
     from langchain_core.tools import BaseTool
@@ -240,9 +243,6 @@ class FileTools:
 
 def _guard(func: Callable[..., _R]) -> Callable[..., _R]:
     """Turn a blocks error into a `ToolException` the model sees as the tool's answer."""
-    from functools import wraps
-
-    from langchain_core.tools import ToolException
 
     @wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> _R:
@@ -279,8 +279,6 @@ def create_file_tools(
     Raises:
         FileAccessError: ``root`` is not an existing folder.
     """
-    from langchain_core.tools import StructuredTool
-
     ops = FileTools(
         root,
         enable_write=enable_write,

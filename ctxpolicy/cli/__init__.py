@@ -1,22 +1,32 @@
 """The ``ctxpolicy`` command line: one module per verb under ``ctxpolicy.cli``.
 
 Each verb module has ``HELP``, ``EXAMPLES`` (the epilog of its ``--help``),
-``add_arguments(parser)`` and ``run(args) -> int`` and is cheap to import (heavy imports
-live inside ``run``). Exit codes: 0 ok, 1 invalid or different, 2 usage or unreadable,
-3 internal error, 141 output pipe closed. `main` never lets a traceback out: a
-`CtxPolicyError` or `OSError` becomes one line on stderr, anything unexpected an
-"internal error" line (the traceback only with ``CTXPOLICY_DEBUG=1``).
+``add_arguments(parser)`` and ``run(args) -> int``, and imports what it needs at the top.
+This module is the lazy surface: it imports a verb's module only when that verb runs
+(`build_parser` for the verb named on the command line), so ``ctxpolicy validate``
+never loads what ``preview`` needs (langchain-core, tiktoken, jinja2).
+
+Exit codes: 0 ok, 1 invalid or different, 2 usage or unreadable, 3 internal error,
+141 output pipe closed. `main` never lets a traceback out: a `CtxPolicyError` or
+`OSError` becomes one line on stderr, anything unexpected an "internal error"
+line (the traceback only with ``CTXPOLICY_DEBUG=1``).
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.metadata
 import os
 import sys
+import traceback
 from collections.abc import Sequence
 from types import ModuleType
 from typing import Any, NoReturn
+
+import ctxpolicy
+from ctxpolicy.cli.reporters import format_issue
+from ctxpolicy.errors import CtxPolicyError, PolicyValidationError
 
 #: The verbs, in the order ``--help`` lists them.
 VERBS: tuple[str, ...] = (
@@ -66,13 +76,9 @@ examples:
 
 def package_version() -> str:
     """The installed distribution's version, else the package's ``__version__``."""
-    import importlib.metadata
-
     try:
         return importlib.metadata.version(PROG)
     except importlib.metadata.PackageNotFoundError:
-        import ctxpolicy
-
         return str(getattr(ctxpolicy, "__version__", "unknown"))
 
 
@@ -99,8 +105,11 @@ def _verb_module(verb: str) -> ModuleType:
     return importlib.import_module(f"ctxpolicy.cli.{verb}")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The argument parser with one sub-command per verb."""
+def build_parser(verbs: Sequence[str] = VERBS) -> argparse.ArgumentParser:
+    """The argument parser with one sub-command per verb of ``verbs`` (default: all).
+
+    Only the modules of ``verbs`` are imported.
+    """
     parser = argparse.ArgumentParser(
         prog=PROG,
         description="Declarative context policies: validate, inspect and preview policy files.",
@@ -109,7 +118,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action=_VersionAction)
     commands = parser.add_subparsers(dest="verb", metavar="COMMAND", required=True)
-    for verb in VERBS:
+    for verb in verbs:
         module = _verb_module(verb)
         sub = commands.add_parser(
             verb,
@@ -130,8 +139,6 @@ def _debug() -> bool:
 def _internal_error(exc: BaseException) -> int:
     """One line naming the exception, a hint to report it; the traceback only when debugging."""
     if _debug():
-        import traceback
-
         traceback.print_exception(exc, file=sys.stderr)
     lines = str(exc).strip().splitlines()
     detail = f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
@@ -157,13 +164,18 @@ def _silence_stdout() -> None:
         pass
 
 
-def _dispatch(argv: Sequence[str] | None) -> int:
-    from ctxpolicy.cli.reporters import format_issue
-    from ctxpolicy.errors import CtxPolicyError, PolicyValidationError
+def _named_verbs(argv: Sequence[str]) -> tuple[str, ...]:
+    """The verb named on the command line (the first word that is not an option), or
+    every verb when none is named (``--help``, a typo: the full parser answers)."""
+    named = next((word for word in argv if not word.startswith("-")), None)
+    return (named,) if named in VERBS else VERBS
 
-    parser = build_parser()
+
+def _dispatch(argv: Sequence[str] | None) -> int:
+    words = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser(_named_verbs(words))
     try:
-        args = parser.parse_args(argv)
+        args = parser.parse_args(words)
     except SystemExit as exc:  # argparse: --help/--version (0) or a usage error (2)
         return exc.code if isinstance(exc.code, int) else EXIT_USAGE
     try:

@@ -17,6 +17,41 @@ import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ctxpolicy.blocks.manifest import (
+    emit_composition,
+    format_messages,
+    load_manifest,
+    manifest_policy,
+    merge_references,
+    read_sources,
+    resolve_sources,
+    select_blocks,
+)
+from ctxpolicy.cli import main as cli_main
+from ctxpolicy.cli.preview import emit, stdout_wants_color
+from ctxpolicy.cli.reporters import format_issue
+from ctxpolicy.engine import ComposeResult
+from ctxpolicy.errors import (
+    BlocksError,
+    BudgetExceededError,
+    CtxPolicyError,
+    FileAccessError,
+    ManifestError,
+    PathEscapeError,
+    PolicyValidationError,
+    QueryPathError,
+    UnknownProcessError,
+)
+from ctxpolicy.loading import load_policy
+from ctxpolicy.render.formats import FORMATS, render_preview
+from ctxpolicy.render.view import Preview
+
+if TYPE_CHECKING:
+    from ctxpolicy.blocks.manifest import ContextManifest
+    from ctxpolicy.plan import LayerPlan
+    from ctxpolicy.policy import Policy
 
 HELP = "compile a context manifest (context-config.json) and show its messages like preview"
 EXAMPLES = """examples:
@@ -49,7 +84,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--process", "-p", default=None, help="process (default: the policy's)")
     parser.add_argument(
         "--format",
-        choices=("text", "json", "html"),
+        choices=FORMATS,
         default="text",
         help="text (coloured on a terminal), json, or a self-contained html page",
     )
@@ -99,104 +134,94 @@ def _manifest_error(file: str, text: str | None, message: str) -> str:
     )
 
 
-def run(args: argparse.Namespace) -> int:  # noqa: PLR0911 - one exit per kind of error
-    """Run ``ctxpolicy compile``; exit 0 ok, 1 invalid or unresolvable, 2 unreadable input."""
-    from ctxpolicy.blocks.errors import (
-        BlocksError,
-        FileAccessError,
-        ManifestError,
-        PathEscapeError,
-    )
-    from ctxpolicy.blocks.manifest import (
-        emit_composition,
-        format_messages,
-        load_manifest,
-        merge_references,
-        read_sources,
-        resolve_sources,
-        select_blocks,
-    )
-    from ctxpolicy.cli.preview import _stdout_wants_color, emit, render_preview
-    from ctxpolicy.engine import ComposeResult
-    from ctxpolicy.errors import (
-        BudgetExceededError,
-        CtxPolicyError,
-        PolicyValidationError,
-        QueryPathError,
-        UnknownProcessError,
-    )
-
-    file = str(args.manifest)
-    path = Path(file)
+def _read_manifest(file: str) -> str | int:
+    """The manifest's text, or exit 2 after one line naming why it cannot be read."""
     try:
-        text = path.read_text(encoding="utf-8")
+        return Path(file).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         reason = getattr(exc, "strerror", None) or str(exc)
         rule = "file.missing" if isinstance(exc, FileNotFoundError) else "file.unreadable"
         _err(f"{file}: cannot read: {reason} [{rule}]")
         return EXIT_USAGE
-    policy = None
-    if args.policy is not None:
-        from ctxpolicy.cli.reporters import format_issue
-        from ctxpolicy.loading import load_policy
 
-        try:
-            policy = load_policy(args.policy)
-        except PolicyValidationError as exc:
-            for issue in exc.issues:
-                _err(format_issue(issue))
-            unreadable = any(i.rule in ("file.missing", "file.unreadable") for i in exc.issues)
-            return EXIT_USAGE if unreadable else EXIT_INVALID
-    root = args.root if args.root is not None else (str(path.parent) or ".")
+
+def _policy(path: str | None) -> Policy | int:
+    """The ``--policy`` file (the built-in manifest policy without one), or an exit code."""
+    if path is None:
+        return manifest_policy()
     try:
-        manifest = load_manifest(path)
-        sources = read_sources(manifest, root=root, session_dir=args.session)
-        formatted = format_messages(
-            manifest, sources, user_message=merge_references(manifest, sources)
-        )
-        plan, composition = emit_composition(
-            system_prompt=resolve_sources(manifest, sources),
-            profile=select_blocks(manifest, sources),
-            formatted=formatted,
-            policy=policy,
-            process=args.process,
-        )
-    except ManifestError as exc:
-        _err(_manifest_error(file, text, str(exc)))
-        return EXIT_INVALID
-    except PathEscapeError as exc:
-        _err(_problem(file, text, exc.path, str(exc), "path.outside"))
-        return EXIT_INVALID
-    except FileAccessError as exc:
-        needle = exc.path.rsplit("/", 1)[-1]
-        _err(_problem(file, text, needle, str(exc), "file.missing"))
-        return EXIT_INVALID
-    except BlocksError as exc:  # a reference or profile block that points at nothing
-        block = getattr(exc, "block_id", None)
-        found = block if isinstance(block, str) else _first_quoted(str(exc))
-        _err(_problem(file, text, found, str(exc), "manifest.reference"))
-        return EXIT_INVALID
-    except BudgetExceededError as exc:
-        _err(f"{file}: {exc} [budget.exceeded]")
-        return EXIT_INVALID
-    except (QueryPathError, UnknownProcessError, ValueError) as exc:
-        _err(f"ctxpolicy compile: {exc}")
-        return EXIT_USAGE
-    except CtxPolicyError as exc:
-        _err(f"{file}: {exc} [manifest.compile]")
-        return EXIT_INVALID
+        return load_policy(path)
+    except PolicyValidationError as exc:
+        for issue in exc.issues:
+            _err(format_issue(issue))
+        unreadable = any(i.rule in ("file.missing", "file.unreadable") for i in exc.issues)
+        return EXIT_USAGE if unreadable else EXIT_INVALID
+
+
+def _compile(
+    manifest: ContextManifest, args: argparse.Namespace, *, policy: Policy | None, root: str
+) -> tuple[LayerPlan, ComposeResult]:
+    """Read the manifest's sources and compose its call (the five stages)."""
+    sources = read_sources(manifest, root=root, session_dir=args.session)
+    formatted = format_messages(manifest, sources, user_message=merge_references(manifest, sources))
+    plan, composition = emit_composition(
+        system_prompt=resolve_sources(manifest, sources),
+        profile=select_blocks(manifest, sources),
+        formatted=formatted,
+        policy=policy,
+        process=args.process,
+    )
     result = ComposeResult(
         messages=list(composition.messages), report=composition.report, persist={}
     )
-    from ctxpolicy.blocks.manifest import manifest_policy
+    return plan, result
 
+
+def _failure(  # noqa: PLR0911 - one line per kind of error
+    exc: CtxPolicyError | ValueError, file: str, text: str
+) -> tuple[str, int]:
+    """The one line and exit code of a manifest that does not compile."""
+    if isinstance(exc, ManifestError):
+        return _manifest_error(file, text, str(exc)), EXIT_INVALID
+    if isinstance(exc, PathEscapeError):
+        return _problem(file, text, exc.path, str(exc), "path.outside"), EXIT_INVALID
+    if isinstance(exc, FileAccessError):
+        needle = exc.path.rsplit("/", 1)[-1]
+        return _problem(file, text, needle, str(exc), "file.missing"), EXIT_INVALID
+    if isinstance(exc, BlocksError):  # a reference or profile block that points at nothing
+        block = getattr(exc, "block_id", None)
+        found = block if isinstance(block, str) else _first_quoted(str(exc))
+        return _problem(file, text, found, str(exc), "manifest.reference"), EXIT_INVALID
+    if isinstance(exc, BudgetExceededError):
+        return f"{file}: {exc} [budget.exceeded]", EXIT_INVALID
+    if isinstance(exc, QueryPathError | UnknownProcessError | ValueError):
+        return f"ctxpolicy compile: {exc}", EXIT_USAGE
+    return f"{file}: {exc} [manifest.compile]", EXIT_INVALID
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``ctxpolicy compile``; exit 0 ok, 1 invalid or unresolvable, 2 unreadable input."""
+    file = str(args.manifest)
+    text = _read_manifest(file)
+    if isinstance(text, int):
+        return text
+    policy = _policy(args.policy)
+    if isinstance(policy, int):
+        return policy
+    root = args.root if args.root is not None else (str(Path(file).parent) or ".")
+    try:
+        manifest = load_manifest(Path(file))
+        plan, result = _compile(
+            manifest, args, policy=None if args.policy is None else policy, root=root
+        )
+    except (CtxPolicyError, ValueError) as exc:
+        line, code = _failure(exc, file, text)
+        _err(line)
+        return code
     rendered = render_preview(
-        result,
-        plan,
-        policy=policy if policy is not None else manifest_policy(),
-        source=file,
+        Preview.of(result, plan, policy=policy, source=file),
         fmt=args.format,
-        color=args.output is None and _stdout_wants_color(),
+        color=args.output is None and stdout_wants_color(),
     )
     return emit(rendered, output=args.output)
 
@@ -208,8 +233,6 @@ def _first_quoted(message: str) -> str | None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``ctxpolicy compile ARGS`` (the same exit codes and error handling as the CLI)."""
-    from ctxpolicy.cli import main as cli_main
-
     return cli_main(["compile", *(sys.argv[1:] if argv is None else argv)])
 
 

@@ -25,6 +25,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from ctxpolicy.cli import build_parser
+
 HELP = "print a shell completion script (bash or zsh)"
 EXAMPLES = """examples:
   # bash: this shell only, or for good (bash-completion's user folder)
@@ -377,8 +379,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Print the completion script for ``args.shell``."""
-    from ctxpolicy.cli import build_parser
-
     sys.stdout.write(render(build_parser(), args.shell))
     return 0
 

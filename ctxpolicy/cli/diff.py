@@ -19,6 +19,13 @@ import argparse
 import json
 import sys
 
+from ctxpolicy.cli.effective import self_contained
+from ctxpolicy.cli.reporters import FORMAT_VERSION, format_issue
+from ctxpolicy.diffing import diff_policies
+from ctxpolicy.errors import CtxPolicyError, PolicyValidationError
+from ctxpolicy.loading import load_policy
+from ctxpolicy.render.terminal import color_enabled, paint
+
 HELP = "difference between two effective policies (keys and layers per process)"
 EXAMPLES = """examples:
   # what a change does; keep the old copy next to the new file (extends resolves
@@ -47,12 +54,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Load both policies, print their difference. Returns the exit code."""
-    from ctxpolicy.cli.effective import self_contained
-    from ctxpolicy.cli.reporters import FORMAT_VERSION, format_issue
-    from ctxpolicy.diffing import diff_policies
-    from ctxpolicy.errors import CtxPolicyError, PolicyValidationError
-    from ctxpolicy.loading import load_policy
-
     policies = []
     for path in (args.a, args.b):
         try:
@@ -76,8 +77,6 @@ def run(args: argparse.Namespace) -> int:
 
 def _colour(text: str) -> str:
     """Green additions, red removals, yellow changes: only on a terminal without NO_COLOR."""
-    from ctxpolicy.render.terminal import color_enabled, paint
-
     if not color_enabled(sys.stdout):
         return text
     styles = {"+": "green", "-": "red", "~": "yellow"}

@@ -16,10 +16,9 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from ctxpolicy.policy import Policy
+from ctxpolicy.collectors.template import read_template_file
+from ctxpolicy.policy import FilesCollectorSpec, Policy
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,9 +49,6 @@ def self_contained(policy: Policy) -> SelfContained:
     A template file that cannot be read (it vanished after loading) is left as a
     ``template_file`` and named in the notes.
     """
-    from ctxpolicy.collectors.template import read_template_file
-    from ctxpolicy.policy import FilesCollectorSpec
-
     notes: list[str] = []
     layers = dict(policy.layers)
     for name, spec in policy.layers.items():

@@ -22,6 +22,13 @@ import re
 import sys
 from pathlib import Path
 
+from ctxpolicy.atomic import write_text_atomic
+from ctxpolicy.cli.reporters import format_issue
+from ctxpolicy.editing import check_candidate
+from ctxpolicy.editing import format_yaml_value as q
+from ctxpolicy.layers import TOKENIZER_NAMES
+from ctxpolicy.policy import POLICY_NAME_PATTERN
+
 HELP = "write a new, commented team policy that validates"
 EXAMPLES = """examples:
   ctxpolicy init data-platform --extends policies/base.yaml -o policies/teams/data-platform.yaml
@@ -30,6 +37,8 @@ EXAMPLES = """examples:
 """
 
 SCHEMA_FILE = "ctxpolicy.schema.json"
+#: The schema shipped inside the installed package.
+PACKAGED_SCHEMA = Path(__file__).resolve().parents[1] / "schemas" / SCHEMA_FILE
 
 
 def _err(message: str) -> None:
@@ -66,9 +75,7 @@ def find_schema(folder: Path) -> Path:
         candidate = parent / "schemas" / SCHEMA_FILE
         if candidate.is_file():
             return candidate
-    import ctxpolicy
-
-    return Path(ctxpolicy.__file__).resolve().parent / "schemas" / SCHEMA_FILE
+    return PACKAGED_SCHEMA
 
 
 def relative_posix(target: Path, start: Path) -> str:
@@ -91,8 +98,6 @@ def render_team_policy(name: str, *, extends: str | None, schema: str) -> str:
             policy with the Datapillar defaults spelled out.
         schema: Path or URL of the JSON Schema, for the editor comment line.
     """
-    from ctxpolicy.editing import format_yaml_value as q
-
     head = f"""# yaml-language-server: $schema={schema}
 #
 # Context policy of team {name}: what goes into the input messages of each LLM call.
@@ -107,7 +112,9 @@ def render_team_policy(name: str, *, extends: str | None, schema: str) -> str:
         return head + _INHERITING.format(
             name=q(name), extends=q(extends), team=q(name), parent=extends
         )
-    return head + _STANDALONE.format(name=q(name), team=q(name))
+    return head + _STANDALONE.format(
+        name=q(name), team=q(name), tokenizers=" | ".join(TOKENIZER_NAMES)
+    )
 
 
 _INHERITING = """#
@@ -156,7 +163,7 @@ enable_share_context: true
 
 model:
   context_window: 128000          # tokens of the target model's window
-  tokenizer: cl100k_base          # cl100k_base | o200k_base | approximate
+  tokenizer: cl100k_base          # {tokenizers}
 
 budget:
   output_reserve: 0.10            # share kept free for the answer
@@ -220,8 +227,6 @@ default_process: react
 
 def _check_arguments(args: argparse.Namespace) -> str | None:
     """The usage error of these arguments, or None when they are fine."""
-    from ctxpolicy.policy import POLICY_NAME_PATTERN
-
     name: str = args.name
     output = _output_path(args)
     if not re.match(POLICY_NAME_PATTERN, name) or len(name) > 128:
@@ -242,27 +247,30 @@ def _output_path(args: argparse.Namespace) -> Path:
     return Path(args.output) if args.output else Path(f"{args.name}.yaml")
 
 
+def _policy_text(args: argparse.Namespace, output: Path) -> str | None:
+    """The new policy's text, validated where it will be written; None (issues printed)
+    when it would not validate."""
+    folder = output.parent if str(output.parent) else Path()
+    folder.mkdir(parents=True, exist_ok=True)
+    extends = None if args.extends is None else relative_posix(Path(args.extends), folder)
+    schema = relative_posix(find_schema(folder.resolve()), folder)
+    text = render_team_policy(args.name, extends=extends, schema=schema)
+    issues = [i for i in check_candidate(output, text) if i.severity == "error"]
+    for issue in issues:
+        _err(format_issue(issue))
+    return None if issues else text
+
+
 def run(args: argparse.Namespace) -> int:
     """Write the policy. Returns the exit code."""
-    from ctxpolicy.atomic import write_text_atomic
-    from ctxpolicy.cli.reporters import format_issue
-    from ctxpolicy.editing import check_candidate
-
     problem = _check_arguments(args)
     if problem is not None:
         _err(problem)
         return 2
     output = _output_path(args)
-    folder = output.parent if str(output.parent) else Path()
     try:
-        folder.mkdir(parents=True, exist_ok=True)
-        extends = None if args.extends is None else relative_posix(Path(args.extends), folder)
-        schema = relative_posix(find_schema(folder.resolve()), folder)
-        text = render_team_policy(args.name, extends=extends, schema=schema)
-        issues = [i for i in check_candidate(output, text) if i.severity == "error"]
-        if issues:
-            for issue in issues:
-                _err(format_issue(issue))
+        text = _policy_text(args, output)
+        if text is None:
             _err(f"{output}: not written: the new policy would not validate (see above)")
             return 2
         write_text_atomic(output, text, overwrite=bool(args.force))

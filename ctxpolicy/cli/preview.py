@@ -6,8 +6,9 @@ Blackboard whose ``messages`` are dicts as langchain-core's ``convert_to_message
 accepts them. Services (retrievers, summarizer) are not available in a preview: their
 collectors are shown as skipped, with the reason, instead of failing.
 
-``--format json`` prints ``{"format_version": 1, "plan", "messages", "report",
-"persist"}`` (`render_json`).
+The renderers are `ctxpolicy.render.formats`'s, chosen by ``--format``: ``text``,
+``json`` (``{"format_version": 1, "plan", "messages", "report", "persist"}``, see
+`ctxpolicy.render.data`) or ``html``.
 """
 
 from __future__ import annotations
@@ -15,16 +16,27 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any
 
-if TYPE_CHECKING:
-    from langchain_core.messages import BaseMessage
+from langchain_core.messages import convert_to_messages
+from ruamel.yaml import YAML
 
-    from ctxpolicy.engine import ComposeResult
-    from ctxpolicy.plan import LayerPlan
-    from ctxpolicy.policy import Policy
+from ctxpolicy.atomic import write_text_atomic
+from ctxpolicy.cli.reporters import format_issue
+from ctxpolicy.engine import PolicyEngine
+from ctxpolicy.errors import (
+    CtxPolicyError,
+    PolicyValidationError,
+    QueryPathError,
+    UnknownProcessError,
+)
+from ctxpolicy.loading import load_policy
+from ctxpolicy.policy import Policy
+from ctxpolicy.render.formats import FORMATS, render_preview
+from ctxpolicy.render.terminal import color_enabled
+from ctxpolicy.render.view import Preview
 
 HELP = "compose one call from a policy and show its messages and per-layer token breakdown"
 EXAMPLES = """examples:
@@ -35,14 +47,12 @@ EXAMPLES = """examples:
 
 #: Largest state file read, in bytes.
 MAX_STATE_BYTES = 20_000_000
-BAR_WIDTH = 20
-PREVIEW_CHARS = 72
 EXIT_OK, EXIT_INVALID, EXIT_USAGE = 0, 1, 2
 #: Loader issue rules that mean "could not read the file" (exit 2, like ``validate``).
 UNREADABLE_RULES = frozenset({"file.unreadable", "file.missing"})
 
 
-class PreviewInputError(Exception):
+class PreviewInputError(CtxPolicyError):
     """Bad command-line input (exit 2)."""
 
 
@@ -66,7 +76,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--format",
-        choices=("text", "json", "html"),
+        choices=FORMATS,
         default="text",
         help="text (coloured on a terminal), json, or a self-contained html page",
     )
@@ -100,8 +110,6 @@ def load_state(path: Path) -> dict[str, Any]:
     text = _read_text(path, what="--state")
     try:
         if path.suffix.lower() in (".yaml", ".yml"):
-            from ruamel.yaml import YAML
-
             data: Any = YAML(typ="safe", pure=True).load(text)
         else:
             data = json.loads(text)
@@ -115,8 +123,6 @@ def load_state(path: Path) -> dict[str, Any]:
     state = dict(data)
     raw = state.get("messages")
     if raw is not None:
-        from langchain_core.messages import convert_to_messages
-
         if not isinstance(raw, list):
             raise PreviewInputError(f"--state {path}: 'messages' must be a list")
         try:
@@ -153,146 +159,9 @@ def tolerant_policy(policy: Policy) -> Policy:
     return copy
 
 
-def _one_line(text: str, width: int = PREVIEW_CHARS) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= width else flat[: width - 1] + "…"
-
-
-def _content(message: BaseMessage) -> str:
-    content = message.content
-    text = content if isinstance(content, str) else json.dumps(content, ensure_ascii=False)
-    calls = getattr(message, "tool_calls", None) or ()
-    if calls:
-        names = ", ".join(str(c.get("name")) for c in calls)
-        text = f"{text} [tool calls: {names}]".strip()
-    return text
-
-
-def _bar(tokens: int, cap: int | None, window: int) -> str:
-    """``█`` for the tokens used, ``░`` for the rest of the layer's cap, as shares of the window."""
-    if window <= 0:
-        return " " * BAR_WIDTH
-    used = round(BAR_WIDTH * tokens / window)
-    used = 1 if tokens and not used else used
-    room = round(BAR_WIDTH * (cap or 0) / window)
-    room = max(room, used)
-    return ("█" * used + "░" * (room - used)).ljust(BAR_WIDTH)
-
-
-def render_text(
-    result: ComposeResult, plan: LayerPlan, *, policy: Policy, layers: Sequence[str]
-) -> str:
-    """The human-readable preview."""
-    report = result.report
-    window = policy.model.context_window
-    share = 100 * report.total_tokens / report.available_tokens if report.available_tokens else 0
-    lines = [
-        (
-            f"policy {policy.name} · process {plan.process} · query path {plan.query_path} · "
-            f"tokenizer {plan.tokenizer} · enable_share_context "
-            f"{str(plan.enable_share_context).lower()}"
-        ),
-        (
-            f"window {window} tokens, output reserve {policy.budget.output_reserve:g} → "
-            f"available {report.available_tokens}; used {report.total_tokens} ({share:.1f}%)"
-        ),
-        "",
-        "messages:",
-    ]
-    for index, (message, owner) in enumerate(zip(result.messages, layers, strict=True)):
-        lines.append(f"  {index:>3} {message.type:<6} {owner:<22} {_one_line(_content(message))}")
-    if not result.messages:
-        lines.append("  (none)")
-    lines += [
-        "",
-        f"  {'layer':<22} {'tokens':>7} {'cap':>7}  {'share of window':<{BAR_WIDTH}}  why",
-    ]
-    for layer in report.layers:
-        if layer.included:
-            why = layer.reason
-            extra = [c.describe() for c in layer.cuts]
-            if layer.error:
-                extra.append(f"collector skipped: {layer.error}")
-            elif not layer.messages and layer.kind == "block":
-                extra.append("empty this call")
-            if extra:
-                why = f"{why} — {'; '.join(extra)}"
-            bar = _bar(layer.tokens, layer.base_cap, window)
-            lines.append(
-                f"  {layer.name:<22} {layer.tokens:>7} {layer.base_cap or 0:>7}  {bar}  {why}"
-            )
-            lines.extend(
-                f"  {'':<22} recalled {u.label} ({u.source}, score {u.score:.2f}, "
-                f"{u.tokens} tok): {_one_line(u.text)}"
-                for u in layer.recalled
-            )
-        else:
-            lines.append(
-                f"  {layer.name:<22} {'-':>7} {'-':>7}  {'':<{BAR_WIDTH}}  excluded: {layer.reason}"
-            )
-    if result.persist:
-        lines += ["", "persist: " + ", ".join(sorted(result.persist))]
-    if report.warnings:
-        lines += ["", "warnings:"] + [f"  - {w}" for w in report.warnings]
-    return "\n".join(lines)
-
-
-def render_json(result: ComposeResult, plan: LayerPlan, *, layers: Sequence[str]) -> str:
-    """The machine-readable preview."""
-    from langchain_core.messages import message_to_dict
-
-    from ctxpolicy.cli.reporters import FORMAT_VERSION
-
-    data = {
-        "format_version": FORMAT_VERSION,
-        "plan": plan.to_dict(),
-        "messages": [
-            {"layer": layer, **message_to_dict(message)}
-            for message, layer in zip(result.messages, layers, strict=True)
-        ],
-        "report": result.report.to_dict(),
-        "persist": result.persist,
-    }
-    return json.dumps(data, ensure_ascii=False, indent=2, default=str)
-
-
-def _message_layers(result: ComposeResult) -> list[str]:
-    names: list[str] = []
-    for layer in result.report.layers:
-        names.extend([layer.name] * layer.messages)
-    return names
-
-
-def _stdout_wants_color() -> bool:
-    from ctxpolicy.render.terminal import color_enabled
-
+def stdout_wants_color() -> bool:
+    """Whether standard output takes ANSI colour (a terminal, no ``NO_COLOR``)."""
     return color_enabled(sys.stdout)
-
-
-def render_preview(
-    result: ComposeResult,
-    plan: LayerPlan,
-    *,
-    policy: Policy,
-    source: str,
-    fmt: Literal["text", "json", "html"],
-    color: bool = False,
-) -> str:
-    """Render a composed call as ``text`` (with the stacked window bar), ``json`` or ``html``."""
-    layers = _message_layers(result)
-    as_json = render_json(result, plan, layers=layers)
-    if fmt == "json":
-        return as_json
-    data = json.loads(as_json)
-    data.update(policy=policy.name, source=source)
-    if fmt == "html":
-        from ctxpolicy.render.html import render_preview_html
-
-        return render_preview_html(data)
-    from ctxpolicy.render.terminal import format_stacked_bar
-
-    text = render_text(result, plan, policy=policy, layers=layers)
-    return "\n".join([text, "", *format_stacked_bar(data, color=color)])
 
 
 def emit(rendered: str, *, output: str | None) -> int:
@@ -300,8 +169,6 @@ def emit(rendered: str, *, output: str | None) -> int:
     if output is None:
         sys.stdout.write(rendered + "\n")
         return EXIT_OK
-    from ctxpolicy.atomic import write_text_atomic
-
     try:
         write_text_atomic(output, rendered + "\n")
     except OSError as exc:
@@ -312,9 +179,6 @@ def emit(rendered: str, *, output: str | None) -> int:
 
 def _load_inputs(args: argparse.Namespace) -> tuple[Policy, dict[str, Any], str] | int:
     """Policy, state and system prompt from the arguments, or the exit code of bad input."""
-    from ctxpolicy.errors import PolicyValidationError
-    from ctxpolicy.loading import load_policy
-
     share = None if args.share_context is None else args.share_context == "true"
     try:
         state = load_state(Path(args.state)) if args.state else {}
@@ -324,8 +188,6 @@ def _load_inputs(args: argparse.Namespace) -> tuple[Policy, dict[str, Any], str]
         _err(f"ctxpolicy preview: {exc}")
         return EXIT_USAGE
     except PolicyValidationError as exc:
-        from ctxpolicy.cli.reporters import format_issue
-
         for issue in exc.issues:
             _err(format_issue(issue))
         unreadable = any(i.rule in UNREADABLE_RULES for i in exc.issues)
@@ -338,9 +200,6 @@ def _load_inputs(args: argparse.Namespace) -> tuple[Policy, dict[str, Any], str]
 
 def run(args: argparse.Namespace) -> int:
     """Run ``ctxpolicy preview``; exit 0 ok, 1 invalid policy or composition, 2 bad input."""
-    from ctxpolicy.engine import PolicyEngine
-    from ctxpolicy.errors import CtxPolicyError, QueryPathError, UnknownProcessError
-
     loaded = _load_inputs(args)
     if isinstance(loaded, int):
         return loaded
@@ -358,14 +217,21 @@ def run(args: argparse.Namespace) -> int:
         _err(f"ctxpolicy preview: {exc}")
         return EXIT_INVALID
     rendered = render_preview(
-        result,
-        plan,
-        policy=policy,
-        source=str(args.policy),
+        Preview.of(result, plan, policy=policy, source=str(args.policy)),
         fmt=args.format,
-        color=args.output is None and _stdout_wants_color(),
+        color=args.output is None and stdout_wants_color(),
     )
     return emit(rendered, output=args.output)
 
 
-__all__ = ["EXAMPLES", "HELP", "add_arguments", "emit", "load_state", "render_preview", "run"]
+__all__ = [
+    "EXAMPLES",
+    "HELP",
+    "PreviewInputError",
+    "add_arguments",
+    "emit",
+    "load_state",
+    "run",
+    "stdout_wants_color",
+    "tolerant_policy",
+]

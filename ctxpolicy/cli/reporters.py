@@ -15,13 +15,10 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from ctxpolicy.issues import PolicyIssue
+from ctxpolicy.diagnostics import PolicyIssue
+from ctxpolicy.render import FORMAT_VERSION
 
 Reporter = Callable[[Sequence[str], Sequence[PolicyIssue]], str]
-
-#: Version of every ``--format json`` output of the CLI (validate, preview, diff). It
-#: changes only when a key is removed or changes meaning; new keys may appear within one.
-FORMAT_VERSION = 1
 
 
 def has_position(issue: PolicyIssue) -> bool:

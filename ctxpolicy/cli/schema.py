@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import sys
+
+from ctxpolicy.schema import read_schema_text
 
 HELP = "print the JSON Schema of policy files"
 EXAMPLES = """examples:
@@ -19,10 +22,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Print the schema as shipped in the package."""
-    import sys
-
-    from ctxpolicy.schema import read_schema_text
-
     del args
     text = read_schema_text()
     sys.stdout.write(text if text.endswith("\n") else text + "\n")

@@ -14,6 +14,10 @@ from __future__ import annotations
 import argparse
 import sys
 
+from ctxpolicy.cli.reporters import format_issue
+from ctxpolicy.editing import EditError, set_policy_value
+from ctxpolicy.errors import PolicyValidationError
+
 HELP = "edit one value of a policy file in place (keeps comments and layout)"
 
 EXAMPLES = """values are YAML: 0.1 is a number, false a boolean, [a, b] a list, '"false"' a string.
@@ -40,10 +44,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Apply the edit; print what happened. Returns the exit code."""
-    from ctxpolicy.cli.reporters import format_issue
-    from ctxpolicy.editing import EditError, set_policy_value
-    from ctxpolicy.errors import PolicyValidationError
-
     try:
         result = set_policy_value(args.policy, args.key, args.value)
     except EditError as exc:

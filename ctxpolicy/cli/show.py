@@ -12,7 +12,22 @@ or default that set it.
 from __future__ import annotations
 
 import argparse
+import io
+import json
+import sys
+from collections.abc import Iterator
 from typing import Any
+
+from ruamel.yaml import YAML
+from ruamel.yaml.scalarstring import LiteralScalarString
+
+from ctxpolicy.cli.effective import self_contained
+from ctxpolicy.cli.reporters import format_issue
+from ctxpolicy.errors import PolicyNotGivenError
+from ctxpolicy.loading import resolve_policy
+from ctxpolicy.loading.loader import LoadResult
+from ctxpolicy.policy import Policy
+from ctxpolicy.settings import policy_path
 
 HELP = "print the effective policy (after extends and environment overrides)"
 EXAMPLES = """examples:
@@ -44,8 +59,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _literal_blocks(data: Any) -> Any:
     """``data`` with multi-line strings marked for YAML literal blocks (``|``)."""
-    from ruamel.yaml.scalarstring import LiteralScalarString
-
     if isinstance(data, dict):
         return {key: _literal_blocks(value) for key, value in data.items()}
     if isinstance(data, list):
@@ -56,10 +69,6 @@ def _literal_blocks(data: Any) -> Any:
 
 
 def _dump(data: Any) -> str:
-    import io
-
-    from ruamel.yaml import YAML
-
     yaml = YAML(typ="rt", pure=True)
     yaml.default_flow_style = False
     yaml.width = 100
@@ -70,8 +79,6 @@ def _dump(data: Any) -> str:
 
 def dump_yaml(data: Any) -> str:
     """YAML text of ``data``; multi-line strings as literal blocks when that round-trips."""
-    from ruamel.yaml import YAML
-
     text = _dump(_literal_blocks(data))
     try:
         same = YAML(typ="safe", pure=True).load(text) == data
@@ -88,23 +95,35 @@ def _header(source: str) -> str:
     )
 
 
+def _explain(result: LoadResult, *, fmt: str) -> Iterator[str]:
+    """Where every effective value comes from (file line, variable or default), in pieces
+    written one by one: a reader that stops early (``| head``) stops the command early."""
+    rows = [{"path": p.path, "value": p.value, "source": p.source} for p in result.provenance()]
+    if fmt == "json":
+        yield json.dumps(rows, indent=2, ensure_ascii=False) + "\n"
+        return
+    for row in rows:
+        yield f"{row['path']} = {json.dumps(row['value'], ensure_ascii=False)}  # {row['source']}\n"
+
+
+def _effective(policy: Policy, *, target: str, fmt: str) -> str:
+    """The self-contained effective policy as YAML (with a header) or JSON."""
+    effective = self_contained(policy)
+    for note in effective.notes:
+        sys.stderr.write(f"ctxpolicy show: note: {target}: {note}\n")
+    data = effective.policy.to_data()
+    if fmt == "json":
+        return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+    return _header(target) + dump_yaml(data)
+
+
 def run(args: argparse.Namespace) -> int:
     """Print the effective policy; on errors print them and return 1."""
-    import json
-    import sys
-
-    from ctxpolicy.cli.effective import self_contained
-    from ctxpolicy.cli.reporters import format_issue
-    from ctxpolicy.loading import resolve_policy
-    from ctxpolicy.settings import read_settings
-
-    target = args.policy
-    if target is None:
-        settings, _ = read_settings()
-        if settings.policy is None:
-            sys.stderr.write("ctxpolicy show: give POLICY or set CTXPOLICY_POLICY\n")
-            return 2
-        target = str(settings.policy)
+    try:
+        target = str(policy_path(args.policy))
+    except PolicyNotGivenError:
+        sys.stderr.write("ctxpolicy show: give POLICY or set CTXPOLICY_POLICY\n")
+        return 2
     result = resolve_policy(target)
     if result.policy is None:
         for issue in result.issues:
@@ -112,20 +131,8 @@ def run(args: argparse.Namespace) -> int:
         unreadable = any(i.rule in ("file.unreadable", "file.missing") for i in result.issues)
         return 2 if unreadable else 1
     if args.explain:
-        rows = [{"path": p.path, "value": p.value, "source": p.source} for p in result.provenance()]
-        if args.format == "json":
-            sys.stdout.write(json.dumps(rows, indent=2, ensure_ascii=False) + "\n")
-        else:
-            for row in rows:
-                value = json.dumps(row["value"], ensure_ascii=False)
-                sys.stdout.write(f"{row['path']} = {value}  # {row['source']}\n")
-        return 0
-    effective = self_contained(result.policy)
-    for note in effective.notes:
-        sys.stderr.write(f"ctxpolicy show: note: {target}: {note}\n")
-    data = effective.policy.to_data()
-    if args.format == "json":
-        sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+        for piece in _explain(result, fmt=args.format):
+            sys.stdout.write(piece)
     else:
-        sys.stdout.write(_header(str(target)) + dump_yaml(data))
+        sys.stdout.write(_effective(result.policy, target=str(target), fmt=args.format))
     return 0

@@ -10,12 +10,16 @@ shows progress on stderr.
 from __future__ import annotations
 
 import argparse
+import sys
+from pathlib import Path
 from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from pathlib import Path
+from ctxpolicy.cli.progress import Progress
+from ctxpolicy.cli.reporters import escape_data, get_reporter
+from ctxpolicy.loading import iter_policy_files, validate_paths
 
-    from ctxpolicy.issues import PolicyIssue
+if TYPE_CHECKING:
+    from ctxpolicy.diagnostics import PolicyIssue
 
 HELP = "check policy files against the schema and the semantic rules"
 EXAMPLES = """examples:
@@ -53,9 +57,6 @@ def validate_files(files: list[Path]) -> list[PolicyIssue]:
     The same issues, in the same order, as `ctxpolicy.loading.validate_paths` on them:
     an issue found through two files (a shared parent) is reported once.
     """
-    from ctxpolicy.cli.progress import Progress
-    from ctxpolicy.loading import validate_paths
-
     found: list[PolicyIssue] = []
     with Progress(len(files), label="validating") as progress:
         for file in files:
@@ -64,27 +65,31 @@ def validate_files(files: list[Path]) -> list[PolicyIssue]:
     return sorted(dict.fromkeys(found), key=lambda i: (*i.sort_key, i.rule))
 
 
-def run(args: argparse.Namespace) -> int:
-    """Validate, print the report, return the exit code."""
-    import sys
-    from pathlib import Path
+def _no_files(paths: list[Path], *, fmt: str) -> int:
+    """Say that ``paths`` hold no policy file (an annotation with ``github``); exit 2."""
+    shown = ", ".join(p.as_posix() for p in paths)
+    message = f"no policy files (.yaml, .yml, .toml) in {shown}"
+    if fmt == "github":
+        sys.stdout.write(f"::error::{escape_data(message)}\n")
+    else:
+        sys.stderr.write(f"ctxpolicy validate: {message}\n")
+    return 2
 
-    from ctxpolicy.cli.reporters import escape_data, get_reporter
-    from ctxpolicy.loading import iter_policy_files
 
-    paths = [Path(p) for p in (args.paths or DEFAULT_PATHS)]
-    files = list(iter_policy_files(paths))  # a missing path comes back as itself
-    if not files:
-        shown = ", ".join(p.as_posix() for p in paths)
-        message = f"no policy files (.yaml, .yml, .toml) in {shown}"
-        if args.format == "github":
-            sys.stdout.write(f"::error::{escape_data(message)}\n")
-        else:
-            sys.stderr.write(f"ctxpolicy validate: {message}\n")
-        return 2
-    issues = validate_files(files)
-    checked = [f.as_posix() for f in files if f.exists()]
-    sys.stdout.write(get_reporter(args.format)(checked, issues))
+def exit_code(issues: list[PolicyIssue]) -> int:
+    """2 when a file could not be read, 1 when a policy is invalid, else 0."""
     if any(i.rule in UNREADABLE_RULES for i in issues):
         return 2
     return 1 if any(i.severity == "error" for i in issues) else 0
+
+
+def run(args: argparse.Namespace) -> int:
+    """Validate, print the report, return the exit code."""
+    paths = [Path(p) for p in (args.paths or DEFAULT_PATHS)]
+    files = list(iter_policy_files(paths))  # a missing path comes back as itself
+    if not files:
+        return _no_files(paths, fmt=args.format)
+    issues = validate_files(files)
+    checked = [f.as_posix() for f in files if f.exists()]
+    sys.stdout.write(get_reporter(args.format)(checked, issues))
+    return exit_code(issues)

@@ -100,9 +100,17 @@ def collect_agent_outputs(request: CollectRequest) -> str | None:
     )
     if not chosen or request.cap_tokens <= 0:
         return None
-    count = request.count_tokens
+    lines = _output_lines(chosen, cap_tokens=request.cap_tokens, count=request.count_tokens)
+    return "\n".join(reversed(lines)) or None
+
+
+def _output_lines(
+    chosen: Sequence[tuple[str, str, float]], *, cap_tokens: int, count: Callable[[str], int]
+) -> list[str]:
+    """The lines of the chosen outputs (newest first), each within its weight's share of
+    what the newer ones left of ``cap_tokens``; newest first, within the cap together."""
     sep_cost = count("\n")
-    remaining = request.cap_tokens
+    remaining = cap_tokens
     left_weight = sum(weight for _, _, weight in chosen)
     lines: list[str] = []
     for name, text, weight in chosen:  # newest first: it has the first claim
@@ -116,9 +124,9 @@ def collect_agent_outputs(request: CollectRequest) -> str | None:
         line = prefix + body
         remaining -= count(line) + (sep_cost if lines else 0)
         lines.append(line)
-    while lines and count("\n".join(reversed(lines))) > request.cap_tokens:
+    while lines and count("\n".join(reversed(lines))) > cap_tokens:
         lines.pop()
-    return "\n".join(reversed(lines)) or None
+    return lines
 
 
 __all__ = ["collect_agent_outputs", "decay_weight", "select_outputs"]

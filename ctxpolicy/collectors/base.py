@@ -7,8 +7,10 @@ several pieces (documents, memory items, file blocks) pack whole pieces into
 ``request.cap_tokens`` themselves, using ``request.count_tokens``; the engine then
 applies the layer's overflow rule to whatever still does not fit.
 
-Built-in collector types are registered by import path, so their modules (and their
-dependencies) load only when a policy uses them.
+Every built-in collector type is registered here, in one table (`BUILTIN_COLLECTORS`),
+by import path inside ``ctxpolicy.collectors``, so their modules (and their
+dependencies: memory, files, ...) load only when a policy uses them. The collector
+modules import ``ctxpolicy.memory`` and ``ctxpolicy.blocks``, never the reverse.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import importlib
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
@@ -65,17 +68,20 @@ class Collector(Protocol):
     def __call__(self, request: CollectRequest, /) -> Awaitable[str | None] | str | None: ...
 
 
-_BUILTINS: dict[str, str] = {
-    "template": "ctxpolicy.collectors.template:collect_template",
-    "state": "ctxpolicy.collectors.state:collect_state",
-    "retriever": "ctxpolicy.collectors.retriever:collect_retriever",
-    "callable": "ctxpolicy.collectors.callable:collect_callable",
-    "memory": "ctxpolicy.memory.collector:collect_memory",
-    "files": "ctxpolicy.blocks.collector:collect_files",
-    "tools": "ctxpolicy.collectors.tools:collect_tools",
-    "agent_outputs": "ctxpolicy.collectors.agent_outputs:collect_agent_outputs",
-    "skills": "ctxpolicy.collectors.skills:collect_skills",
-}
+#: The built-in collector types: ``type -> "module:attribute"`` (imported on first use).
+BUILTIN_COLLECTORS: Mapping[str, str] = MappingProxyType(
+    {
+        "template": "ctxpolicy.collectors.template:collect_template",
+        "state": "ctxpolicy.collectors.state:collect_state",
+        "retriever": "ctxpolicy.collectors.retriever:collect_retriever",
+        "callable": "ctxpolicy.collectors.callable:collect_callable",
+        "memory": "ctxpolicy.collectors.memory:collect_memory",
+        "files": "ctxpolicy.collectors.files:collect_files",
+        "tools": "ctxpolicy.collectors.tools:collect_tools",
+        "agent_outputs": "ctxpolicy.collectors.agent_outputs:collect_agent_outputs",
+        "skills": "ctxpolicy.collectors.skills:collect_skills",
+    }
+)
 _REGISTRY: dict[str, Collector] = {}
 
 
@@ -95,14 +101,11 @@ def get_collector(type_name: str) -> Collector:
     found = _REGISTRY.get(type_name)
     if found is not None:
         return found
-    target = _BUILTINS.get(type_name)
+    target = BUILTIN_COLLECTORS.get(type_name)
     if target is None:
-        known = ", ".join(sorted({*_BUILTINS, *_REGISTRY}))
+        known = ", ".join(sorted({*BUILTIN_COLLECTORS, *_REGISTRY}))
         raise KeyError(f"no collector registered for type {type_name!r} (known: {known})")
     module_name, _, attr = target.partition(":")
     collector: Collector = getattr(importlib.import_module(module_name), attr)
     _REGISTRY[type_name] = collector
     return collector
-
-
-CollectorFunc = Callable[[CollectRequest], "Awaitable[str | None] | str | None"]

@@ -13,6 +13,8 @@ import inspect
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any
 
+from ctxpolicy.collectors.run import in_daemon_thread
+
 if TYPE_CHECKING:
     from ctxpolicy.collectors.base import CollectRequest
 
@@ -52,8 +54,6 @@ class CallableCollector:
         if inspect.iscoroutinefunction(function):
             result: str | None = await function(request)
             return result
-        from ctxpolicy.collectors.run import in_daemon_thread
-
         value = await asyncio.wrap_future(in_daemon_thread(lambda: function(request)))
         if inspect.isawaitable(value):
             value = await value

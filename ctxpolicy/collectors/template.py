@@ -8,11 +8,13 @@ it leaves that folder (absolute path, ``..``, or a symlink pointing outside).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ctxpolicy.templates import render_template
+from ctxpolicy.loading.read import FileTooLargeError, NotRegularFileError, read_regular_file
+from ctxpolicy.templates import plain_data, render_template
 
 if TYPE_CHECKING:
     from ctxpolicy.collectors.base import CollectRequest
@@ -43,10 +45,6 @@ class ReadOnlyMapping(Mapping[str, Any]):
 
     def __str__(self) -> str:
         """The mapping as compact JSON: ``{{ item }}`` in a template prints its data."""
-        import json
-
-        from ctxpolicy.templates import plain_data
-
         return json.dumps(self._data, ensure_ascii=False, default=plain_data)
 
 
@@ -96,8 +94,6 @@ def read_template_file(relative: str, base_dir: Path | None, *, layer: str) -> s
             too large or not UTF-8.
         OSError: the file cannot be read.
     """
-    from ctxpolicy.reading import FileTooLargeError, NotRegularFileError, read_regular_file
-
     path = resolve_template_file(relative, base_dir, layer=layer)
     try:
         data = read_regular_file(path, max_bytes=MAX_TEMPLATE_BYTES, follow_symlinks=False)

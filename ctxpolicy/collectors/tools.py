@@ -23,6 +23,8 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from langchain_core.utils.function_calling import convert_to_openai_tool
+
 from ctxpolicy.memory.packing import pack_pieces
 
 if TYPE_CHECKING:
@@ -65,8 +67,6 @@ def render_tool(tool: Any) -> str:
     Raises:
         TypeError: ``tool`` is not something langchain-core can convert to a tool schema.
     """
-    from langchain_core.utils.function_calling import convert_to_openai_tool
-
     try:
         function = convert_to_openai_tool(tool)["function"]
     except (TypeError, ValueError, KeyError) as exc:

@@ -9,11 +9,16 @@ new key, one block of lines is inserted right after its siblings). Every edit is
 checked: the edited text is parsed again and must equal the old data with exactly that
 one value set, or the edit is refused and nothing is written.
 
-TOML files are supported with the same guarantee for the common cases: replacing a
-value written on one line (``key = value`` under its ``[table]``, or a dotted key), and
-adding a key to an existing ``[table]``, the top level, or a new ``[table]`` appended at
-the end. Anything else (multi-line values, keys inside inline tables, arrays of tables)
-is refused with a message saying so; the file is never rewritten from scratch.
+TOML files are edited with tomlkit, which keeps comments, key order, quoting and blank
+lines: a value is replaced in place (multi-line strings and arrays, dotted keys and
+inline tables included, a trailing comment kept at its column), a new key goes after
+the last key of its ``[table]``, a missing table is appended at the end. The same check
+applies: the new text must hold exactly the old data with that one value set.
+
+YAML stays a hand-written node patcher: round-trip YAML libraries (ruamel.yaml's
+``typ="rt"``) re-dump the whole document and so realign flow mappings, rewrap long
+lines and normalize indentation; patching the characters of one node is the only way to
+keep every other byte.
 
 Pure functions: `parse_key`, `parse_value`, `set_yaml_value`, `set_toml_value`,
 `set_text_value`. The one I/O entry point is `set_policy_value` (lock, edit, validate the

@@ -5,15 +5,20 @@ Lock the file, edit the text, validate the candidate beside the file, write atom
 
 from __future__ import annotations
 
+import errno
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from ctxpolicy.atomic import locked_for_update, sibling_temp_file, write_text_atomic
+from ctxpolicy.diagnostics import MAX_FILE_BYTES, PolicyIssue
 from ctxpolicy.editing.toml_edit import set_toml_value
 from ctxpolicy.editing.values import EditError, EditResult, FileFormat, parse_key, parse_value
 from ctxpolicy.editing.yaml_edit import set_yaml_value
 from ctxpolicy.errors import PolicyValidationError
-from ctxpolicy.issues import PolicyIssue
+from ctxpolicy.loading import validate_paths
+from ctxpolicy.loading.read import FileTooLargeError, read_regular_file
 
 
 def set_text_value(text: str, key: Sequence[str], value: Any, *, fmt: FileFormat) -> str:
@@ -51,8 +56,6 @@ def file_format(path: Path) -> FileFormat:
 
 
 def _relabel(issue: PolicyIssue, temp: Path, path: Path) -> PolicyIssue:
-    from dataclasses import replace
-
     if Path(issue.file).name != temp.name:
         return issue
     return replace(issue, file=str(path), message=issue.message.replace(temp.name, path.name))
@@ -69,17 +72,30 @@ def check_candidate(path: Path, text: str) -> list[PolicyIssue]:
         OSError: the candidate itself could not be read back (an I/O failure, not an
             invalid policy).
     """
-    import errno
-
-    from ctxpolicy.atomic import sibling_temp_file
-    from ctxpolicy.loading import validate_paths
-
     with sibling_temp_file(path, text) as temp:
         issues = validate_paths([temp])
     for issue in issues:
         if issue.rule == "file.unreadable" and Path(issue.file).name == temp.name:
             raise OSError(errno.EIO, f"could not read the edited text back: {issue.message}")
     return sorted((_relabel(i, temp, path) for i in issues), key=lambda i: i.sort_key)
+
+
+def _read_policy_text(path: Path, *, shown: Path) -> str:
+    """The text of a policy file (a regular file, within the size limit, UTF-8).
+
+    Raises:
+        EditError: too large, or not UTF-8 (named as ``shown``).
+        OSError: it cannot be read.
+    """
+    try:
+        raw = read_regular_file(path, max_bytes=MAX_FILE_BYTES)
+    except FileTooLargeError:
+        limit = f"the policy file limit of {MAX_FILE_BYTES} bytes"
+        raise EditError(f"{shown}: larger than {limit}") from None
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise EditError(f"{shown}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
 
 
 def set_policy_value(path: str | Path, key: str, value: str) -> EditResult:
@@ -102,10 +118,6 @@ def set_policy_value(path: str | Path, key: str, value: str) -> EditResult:
         PolicyValidationError: the edited policy would be invalid (the file is untouched).
         OSError: the file cannot be read or written.
     """
-    from ctxpolicy.atomic import locked_for_update, write_text_atomic
-    from ctxpolicy.loading.limits import MAX_FILE_BYTES
-    from ctxpolicy.reading import FileTooLargeError, read_regular_file
-
     target = Path(path)
     fmt = file_format(target)
     segments = parse_key(key)
@@ -114,17 +126,7 @@ def set_policy_value(path: str | Path, key: str, value: str) -> EditResult:
     # validated where it is seen (relative paths such as extends resolve from there).
     real = target.resolve() if target.is_symlink() else target
     with locked_for_update(real):
-        try:
-            raw = read_regular_file(real, max_bytes=MAX_FILE_BYTES)
-        except FileTooLargeError:
-            limit = f"the policy file limit of {MAX_FILE_BYTES} bytes"
-            raise EditError(f"{target}: larger than {limit}") from None
-        try:
-            text = raw.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise EditError(
-                f"{target}: not UTF-8 text ({exc.reason} at byte {exc.start})"
-            ) from None
+        text = _read_policy_text(real, shown=target)
         bom = "\ufeff" if text.startswith("\ufeff") else ""
         new_text = bom + set_text_value(text.removeprefix(bom), segments, new_value, fmt=fmt)
         if new_text == text:

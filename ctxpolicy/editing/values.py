@@ -9,8 +9,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from ruamel.yaml import YAML
+from ruamel.yaml.error import YAMLError
+
+from ctxpolicy.diagnostics import PolicyIssue
 from ctxpolicy.errors import CtxPolicyError
-from ctxpolicy.issues import PolicyIssue
 
 FileFormat = Literal["yaml", "toml"]
 
@@ -74,9 +77,6 @@ def parse_value(text: str) -> Any:
     Raises:
         EditError: the text is not a single YAML value.
     """
-    from ruamel.yaml import YAML
-    from ruamel.yaml.error import YAMLError
-
     loader = YAML(typ="safe", pure=True)
     try:
         value = loader.load(text)
@@ -100,12 +100,20 @@ def _plain(value: Any) -> Any:
 def _same(a: Any, b: Any) -> bool:
     """Structural equality that also compares types (``True`` is not ``1``)."""
     if isinstance(a, Mapping) and isinstance(b, Mapping):
-        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+        return _same_mapping(a, b)
     if isinstance(a, list) and isinstance(b, list):
         return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
-    if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
+    if _both_nan(a, b):
         return True
     return type(a) is type(b) and bool(a == b)
+
+
+def _same_mapping(a: Mapping[Any, Any], b: Mapping[Any, Any]) -> bool:
+    return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+
+
+def _both_nan(a: Any, b: Any) -> bool:
+    return isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b)
 
 
 def _with_value(data: Any, key: Sequence[str], value: Any) -> Any:

@@ -6,6 +6,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ruamel.yaml import YAML
+from ruamel.yaml.error import YAMLError
+from ruamel.yaml.nodes import MappingNode, ScalarNode, SequenceNode
+
 from ctxpolicy.editing.values import (
     EditError,
     _plain,
@@ -21,16 +25,19 @@ from ctxpolicy.editing.values import (
 _PLAIN_FIRST_BAD = frozenset("-?:,[]{}#&*!|>'\"%@`")
 
 
-def _yaml_plain_ok(value: str, *, flow: bool) -> bool:
-    """Whether ``value`` can be written unquoted (and read back as the same string)."""
+def _plain_syntax_ok(value: str, *, flow: bool) -> bool:
+    """Whether nothing in ``value`` would end or change a plain YAML scalar."""
     if not value or value != value.strip() or not value.isprintable():
         return False
     if value[0] in _PLAIN_FIRST_BAD or ": " in value or " #" in value or value.endswith(":"):
         return False
-    if flow and any(c in value for c in ",[]{}"):
-        return False
-    from ruamel.yaml import YAML
+    return not (flow and any(c in value for c in ",[]{}"))
 
+
+def _yaml_plain_ok(value: str, *, flow: bool) -> bool:
+    """Whether ``value`` can be written unquoted (and read back as the same string)."""
+    if not _plain_syntax_ok(value, flow=flow):
+        return False
     try:
         return bool(YAML(typ="safe", pure=True).load(value) == value)
     except Exception:  # noqa: BLE001 - any parse failure just means "quote it"
@@ -45,14 +52,8 @@ def _yaml_str(value: str, *, style: str | None, flow: bool) -> str:
     return quote_double(value)
 
 
-def _yaml_flow(  # noqa: PLR0911 - one return per type
-    value: Any, *, style: str | None = None, flow: bool = True
-) -> str:
-    """One-line YAML text for plain data; strings keep the old node's quoting.
-
-    ``flow`` says whether the text lands inside a flow collection (where ``,[]{}``
-    end a plain scalar); items of collections are always in flow context.
-    """
+def _yaml_scalar(value: Any) -> str:
+    """YAML text of a null, boolean or number."""
     if value is None:
         return "null"
     if isinstance(value, bool):
@@ -61,6 +62,15 @@ def _yaml_flow(  # noqa: PLR0911 - one return per type
         return str(value)
     if isinstance(value, float):
         return _yaml_float(value)
+    raise EditError(f"VALUE: cannot write a value of type {type(value).__name__}")
+
+
+def _yaml_flow(value: Any, *, style: str | None = None, flow: bool = True) -> str:
+    """One-line YAML text for plain data; strings keep the old node's quoting.
+
+    ``flow`` says whether the text lands inside a flow collection (where ``,[]{}``
+    end a plain scalar); items of collections are always in flow context.
+    """
     if isinstance(value, str):
         return _yaml_str(value, style=style, flow=flow)
     if isinstance(value, list):
@@ -68,7 +78,7 @@ def _yaml_flow(  # noqa: PLR0911 - one return per type
     if isinstance(value, Mapping):
         items = (f"{_yaml_flow(str(k))}: {_yaml_flow(v)}" for k, v in value.items())
         return "{" + ", ".join(items) + "}"
-    raise EditError(f"VALUE: cannot write a value of type {type(value).__name__}")
+    return _yaml_scalar(value)
 
 
 def format_yaml_value(value: Any) -> str:
@@ -107,9 +117,6 @@ class _YamlDoc:
 
 
 def _compose(text: str) -> Any:
-    from ruamel.yaml import YAML
-    from ruamel.yaml.error import YAMLError
-
     try:
         return YAML(typ="rt").compose(text)
     except YAMLError as exc:
@@ -118,9 +125,6 @@ def _compose(text: str) -> Any:
 
 
 def _load_yaml_data(text: str) -> Any:
-    from ruamel.yaml import YAML
-    from ruamel.yaml.error import YAMLError
-
     try:
         return _plain(YAML(typ="safe", pure=True).load(text))
     except YAMLError as exc:
@@ -129,8 +133,6 @@ def _load_yaml_data(text: str) -> Any:
 
 
 def _is_empty_scalar(node: Any, text: str) -> bool:
-    from ruamel.yaml.nodes import ScalarNode
-
     return (
         isinstance(node, ScalarNode)
         and not text[node.start_mark.index : node.end_mark.index].strip()
@@ -149,8 +151,6 @@ def _colon_after(text: str, key_node: Any) -> int:
 
 def _content_end(node: Any, text: str, *, fallback: int) -> int:
     """Index just after the last character that belongs to ``node``'s own content."""
-    from ruamel.yaml.nodes import MappingNode, ScalarNode, SequenceNode
-
     if isinstance(node, ScalarNode):
         span = text[node.start_mark.index : node.end_mark.index]
         if not span.strip():
@@ -176,8 +176,6 @@ def _line_end(text: str, index: int) -> int:
 
 def _guess_step(root: Any) -> int:
     """Indentation step of nested block mappings in this document (default 2)."""
-    from ruamel.yaml.nodes import MappingNode
-
     stack = [root]
     while stack:
         node = stack.pop()
@@ -213,8 +211,6 @@ def set_yaml_value(text: str, key: Sequence[str], value: Any) -> str:
         EditError: the path runs through a scalar or a list index out of range, the
             document is not a mapping, or the edit could not be verified.
     """
-    from ruamel.yaml.nodes import MappingNode, ScalarNode, SequenceNode
-
     if not key:
         raise EditError("KEY: empty key")
     root = _compose(text)
@@ -222,50 +218,53 @@ def set_yaml_value(text: str, key: Sequence[str], value: Any) -> str:
         raise EditError("the document is not a mapping of policy keys")
     newline = "\r\n" if "\r\n" in text else "\n"
     doc = _YamlDoc(text=text, newline=newline, step=_guess_step(root))
+    new_text = _edit(doc, root, key, value)
+    _verify(text, new_text, key, value, loader=_load_yaml_data)
+    return new_text
+
+
+def _find_key(mapping: MappingNode, segment: str) -> tuple[Any, Any] | None:
+    """The (key node, value node) pair of ``segment`` in a mapping node, or None."""
+    return next(
+        ((k, v) for k, v in mapping.value if isinstance(k, ScalarNode) and str(k.value) == segment),
+        None,
+    )
+
+
+def _list_item(node: SequenceNode, key: Sequence[str], depth: int) -> Any:
+    segment = key[depth]
+    if not segment.isdigit() or int(segment) >= len(node.value):
+        raise EditError(
+            f"KEY {'.'.join(key)!r}: {'.'.join(key[:depth])} is a list of "
+            f"{len(node.value)} item(s); {segment!r} is not an index in it"
+        )
+    return node.value[int(segment)]
+
+
+def _edit(doc: _YamlDoc, root: MappingNode, key: Sequence[str], value: Any) -> str:
+    """Walk ``key`` down from ``root``; replace the node found, or insert what is missing."""
     node: Any = root
     key_node: Any = None
-    new_text: str | None = None
     in_flow = False
     for depth, segment in enumerate(key):
         in_flow = in_flow or bool(getattr(node, "flow_style", False))
-        where = ".".join(key[: depth + 1])
         _check_no_anchor(node, ".".join(key[:depth]) or "the document")
         if isinstance(node, MappingNode):
-            pair = next(
-                (
-                    (k, v)
-                    for k, v in node.value
-                    if isinstance(k, ScalarNode) and str(k.value) == segment
-                ),
-                None,
-            )
+            pair = _find_key(node, segment)
             if pair is None:
-                new_text = _insert_into_mapping(doc, node, key[depth:], value)
-                break
+                return _insert_into_mapping(doc, node, key[depth:], value)
             key_node, node = pair
         elif isinstance(node, SequenceNode):
-            if not segment.isdigit() or int(segment) >= len(node.value):
-                raise EditError(
-                    f"KEY {'.'.join(key)!r}: {'.'.join(key[:depth])} is a list of "
-                    f"{len(node.value)} item(s); {segment!r} is not an index in it"
-                )
-            key_node, node = None, node.value[int(segment)]
-        elif _is_empty_scalar(node, text) and key_node is not None:
-            new_text = _insert_under_empty(doc, key_node, key[depth:], value)
-            break
+            key_node, node = None, _list_item(node, key, depth)
+        elif _is_empty_scalar(node, doc.text) and key_node is not None:
+            return _insert_under_empty(doc, key_node, key[depth:], value)
         else:
-            parent = ".".join(key[:depth])
             raise EditError(
-                f"KEY {'.'.join(key)!r}: {parent} holds a single value, not a mapping, "
-                f"so it has no key {segment!r}"
+                f"KEY {'.'.join(key)!r}: {'.'.join(key[:depth])} holds a single value, not a "
+                f"mapping, so it has no key {segment!r}"
             )
-        if depth == len(key) - 1:
-            _check_no_anchor(node, where)
-            new_text = _replace_node(doc, key_node, node, value, in_flow=in_flow)
-    if new_text is None:  # pragma: no cover - the loop always sets it
-        raise EditError("KEY: nothing to edit")
-    _verify(text, new_text, key, value, loader=_load_yaml_data)
-    return new_text
+    _check_no_anchor(node, ".".join(key))
+    return _replace_node(doc, key_node, node, value, in_flow=in_flow)
 
 
 def _replace_scalar(doc: _YamlDoc, key_node: Any, node: Any, value: Any, *, in_flow: bool) -> str:
@@ -285,32 +284,32 @@ def _replace_scalar(doc: _YamlDoc, key_node: Any, node: Any, value: Any, *, in_f
 
 
 def _replace_node(doc: _YamlDoc, key_node: Any, node: Any, value: Any, *, in_flow: bool) -> str:
-    from ruamel.yaml.nodes import MappingNode, ScalarNode, SequenceNode
-
-    text = doc.text
     if isinstance(node, ScalarNode):
         return _replace_scalar(doc, key_node, node, value, in_flow=in_flow)
     if node.flow_style:
         start, end = node.start_mark.index, node.end_mark.index
-        return _splice(text, start, end, _yaml_flow(value, flow=in_flow))
-    # A block collection.
-    at_colon = None if key_node is None else _colon_after(text, key_node)
+        return _splice(doc.text, start, end, _yaml_flow(value, flow=in_flow))
+    return _replace_block(doc, key_node, node, value)
+
+
+def _replace_block(doc: _YamlDoc, key_node: Any, node: Any, value: Any) -> str:
+    """Replace a block collection: as a block of the same kind, else as a flow value."""
+    text = doc.text
     end = _content_end(node, text, fallback=node.end_mark.index)
+    start = int(node.start_mark.index)
     column = int(node.start_mark.column)
     if isinstance(node, SequenceNode) and isinstance(value, list) and value:
-        start = int(node.start_mark.index)
         pad = doc.newline + " " * column
         body = pad.join(f"- {_yaml_flow(item, flow=False)}" for item in value)
         return text[:start] + body + text[end:]
     if isinstance(node, MappingNode) and isinstance(value, Mapping) and value:
-        start = int(node.start_mark.index)
         lines: list[str] = []
         for sub_key, sub_value in value.items():
             lines += _yaml_block_lines(str(sub_key), sub_value, indent=column, step=doc.step)
-        body = doc.newline.join(lines)[column:]
-        return text[:start] + body + text[end:]
-    if at_colon is None:
+        return text[:start] + doc.newline.join(lines)[column:] + text[end:]
+    if key_node is None:
         raise EditError("cannot replace a block collection inside a list; edit it by hand")
+    at_colon = _colon_after(text, key_node)
     return text[:at_colon] + " " + _yaml_flow(value, flow=False) + text[end:]
 
 

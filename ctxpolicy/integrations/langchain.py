@@ -68,12 +68,16 @@ from langchain_core.messages import (
     RemoveMessage,
     SystemMessage,
 )
+from langchain_core.utils.function_calling import convert_to_openai_tool
+from langgraph.config import get_config
 from langgraph.types import Command
 from typing_extensions import TypedDict
 
 from ctxpolicy.engine import ComposeResult, PolicyEngine
 from ctxpolicy.errors import BudgetExceededError
+from ctxpolicy.integrations.langgraph import init_context_engine
 from ctxpolicy.layers import CHECKPOINT_MESSAGES, COMPRESSION, SYSTEM_PROMPT
+from ctxpolicy.tokens import get_tokenizer
 
 if TYPE_CHECKING:
     from ctxpolicy.policy import Policy
@@ -126,14 +130,8 @@ def context_policy_state_schema(policy: Policy) -> type[Any]:
     return found
 
 
-def _message_text(message: BaseMessage) -> str:
-    return str(message.text)
-
-
 def _thread_id(request: ModelRequest[Any]) -> str | None:
     """The ``thread_id`` of the run: the runnable config, else the runtime's execution info."""
-    from langgraph.config import get_config
-
     try:
         configurable = get_config().get("configurable") or {}
     except RuntimeError:  # not inside a runnable
@@ -270,8 +268,6 @@ class ContextPolicyMiddleware(AgentMiddleware[ContextPolicyState, Any, Any]):
     # ------------------------------------------------------------------ tools and budget
 
     def _tool_schema_json(self, tool: Any) -> str:
-        from langchain_core.utils.function_calling import convert_to_openai_tool
-
         if isinstance(tool, Mapping):  # a provider tool dict: mutable, never cached
             try:
                 return json.dumps(convert_to_openai_tool(dict(tool)), ensure_ascii=False)
@@ -298,8 +294,6 @@ class ContextPolicyMiddleware(AgentMiddleware[ContextPolicyState, Any, Any]):
         """
         if not tools:
             return 0
-        from ctxpolicy.tokens import get_tokenizer
-
         text = "[" + ", ".join(self._tool_schema_json(tool) for tool in tools) + "]"
         return get_tokenizer(self._engine.plan(self._process).tokenizer).count(text)
 
@@ -342,7 +336,7 @@ class ContextPolicyMiddleware(AgentMiddleware[ContextPolicyState, Any, Any]):
             services = {"tools": list(request.tools)}
         return {
             "process": self._process,
-            "system_prompt": "" if system is None else _message_text(system),
+            "system_prompt": "" if system is None else str(system.text),
             "state": request.state,
             "checkpoint_messages": request.messages,
             "services": services,
@@ -360,7 +354,7 @@ class ContextPolicyMiddleware(AgentMiddleware[ContextPolicyState, Any, Any]):
             messages.pop(0)
             original = request.system_message
             # an untruncated prompt keeps the agent's own message (cache_control blocks, ...)
-            same = original is not None and _message_text(original) == _message_text(first)
+            same = original is not None and original.text == first.text
             system = original if same else first
         return request.override(
             system_message=system, messages=typing.cast("list[AnyMessage]", messages)
@@ -466,8 +460,6 @@ def _build_engine(
         if enable_share_context is not None:
             policy = policy.with_share_context(enable_share_context)
         return PolicyEngine(policy, services={**engine.services, **(services or {})})
-    from ctxpolicy.integrations.langgraph import init_context_engine
-
     return init_context_engine(
         policy_or_path, enable_share_context=enable_share_context, services=services
     )

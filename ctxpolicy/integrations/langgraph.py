@@ -34,20 +34,31 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from langchain_core.messages import AIMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.types import Send
 
+from ctxpolicy.blocks.tools import policy_file_tools
+from ctxpolicy.engine import PolicyEngine
 from ctxpolicy.errors import QueryPathError
-from ctxpolicy.state import Blackboard, MapReduceSnapshot, StateBuilder
+from ctxpolicy.policy import Policy
+from ctxpolicy.settings import policy_path
+from ctxpolicy.state import (
+    Blackboard,
+    MapReduceSnapshot,
+    StateBuilder,
+    blackboard_schema,
+    persisted_layers,
+)
 from ctxpolicy.state.blackboard import state_keys
+from ctxpolicy.state.modules import policy_state_fields
 
 if TYPE_CHECKING:
     from langchain_core.language_models import BaseChatModel
-    from langchain_core.messages import AIMessage, BaseMessage
+    from langchain_core.messages import BaseMessage
     from langgraph.graph import StateGraph
 
-    from ctxpolicy.engine import ComposeResult, PolicyEngine
-    from ctxpolicy.policy import Policy
+    from ctxpolicy.engine import ComposeResult
 
 
 class Node(Protocol):
@@ -94,23 +105,16 @@ def init_context_engine(
         The `PolicyEngine` to hand to every node of the app.
 
     Raises:
-        ValueError: no policy given and ``CTXPOLICY_POLICY`` is not set.
+        PolicyNotGivenError: no policy given and ``CTXPOLICY_POLICY`` is not set (a
+            ``ValueError``).
         PolicyValidationError: the file is invalid.
     """
-    from ctxpolicy.engine import PolicyEngine
-    from ctxpolicy.policy import Policy
-
     if isinstance(policy, Policy):
         if enable_share_context is not None:
             policy = policy.with_share_context(enable_share_context)
         return PolicyEngine(policy, services=services)
     if policy is None:
-        from ctxpolicy.settings import read_settings
-
-        settings, _ = read_settings()
-        if settings.policy is None:
-            raise ValueError("policy: no policy given and CTXPOLICY_POLICY is not set")
-        policy = settings.policy
+        policy = policy_path()
     return PolicyEngine.from_file(
         Path(policy), enable_share_context=enable_share_context, services=services
     )
@@ -139,8 +143,6 @@ def policy_tools(engine: PolicyEngine, process: str = "react") -> list[Any]:
         PathEscapeError: the tools root leaves the policy's folder.
         FileAccessError: the tools root is missing.
     """
-    from ctxpolicy.blocks.tools import policy_file_tools
-
     return policy_file_tools(engine.policy, process)
 
 
@@ -164,8 +166,6 @@ def _strategy_state(state: Any, config: RunnableConfig) -> Any:
 
 
 def _reply(value: Any, *, node: str) -> AIMessage:
-    from langchain_core.messages import AIMessage
-
     if not isinstance(value, AIMessage):
         raise TypeError(
             f"node {node!r}: the model returned {type(value).__name__}, not an AIMessage"
@@ -176,23 +176,13 @@ def _reply(value: Any, *, node: str) -> AIMessage:
 
 def message_text(message: BaseMessage) -> str:
     """The text of a message (text parts of multi-part content joined)."""
-    content = message.content
-    if isinstance(content, str):
-        return content
-    return "".join(
-        part if isinstance(part, str) else str(part.get("text", ""))
-        for part in content
-        if isinstance(part, str) or part.get("type") == "text"
-    )
+    return str(message.text)
 
 
 def _schema_of(engine: PolicyEngine, schema: type[Any] | None) -> type[Any]:
     if schema is not None:
         state_keys(schema)  # validates it is a TypedDict
         return schema
-    from ctxpolicy.state import blackboard_schema, persisted_layers
-    from ctxpolicy.state.modules import policy_state_fields
-
     return blackboard_schema(
         persisted_layers(engine.policy), fields=policy_state_fields(engine.policy)
     )
@@ -477,26 +467,38 @@ def parse_plan(text: str) -> tuple[str | None, list[str | Mapping[str, Any]]]:
     stripped = text.strip()
     if stripped.startswith("```"):
         stripped = stripped.strip("`").removeprefix("json").strip()
-    understanding: str | None = None
-    tasks: list[str | Mapping[str, Any]] = []
-    try:
-        data = json.loads(stripped)
-    except ValueError:
-        data = None
-    if isinstance(data, Mapping):
-        raw = data.get("understanding")
-        understanding = raw if isinstance(raw, str) else None
-        data = data.get("tasks")
+    understanding, data = _plan_data(stripped)
     if isinstance(data, list):
-        tasks = [t for t in data if isinstance(t, str | Mapping)]
+        tasks: list[str | Mapping[str, Any]] = [t for t in data if isinstance(t, str | Mapping)]
     elif data is None:
-        for line in stripped.splitlines():
-            item = _BULLET.sub("", line).strip()
-            if item and not item.endswith(":"):
-                tasks.append(item)
+        tasks = _plan_lines(stripped)
+    else:
+        tasks = []
     if not tasks:
         raise ValueError(f"the planner's reply holds no task: {text[:200]!r}")
     return understanding, tasks
+
+
+def _plan_data(text: str) -> tuple[str | None, Any]:
+    """``(understanding, tasks data)`` of a JSON reply (``(None, None)``: not JSON)."""
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return None, None
+    if not isinstance(data, Mapping):
+        return None, data
+    raw = data.get("understanding")
+    return (raw if isinstance(raw, str) else None), data.get("tasks")
+
+
+def _plan_lines(text: str) -> list[str | Mapping[str, Any]]:
+    """One task per line (bullets and numbering removed; lines ending in ``:`` skipped)."""
+    tasks: list[str | Mapping[str, Any]] = []
+    for line in text.splitlines():
+        item = _BULLET.sub("", line).strip()
+        if item and not item.endswith(":"):
+            tasks.append(item)
+    return tasks
 
 
 def _goal(sb: StateBuilder, *, node: str) -> str:

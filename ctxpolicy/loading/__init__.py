@@ -1,6 +1,9 @@
 """Loading policy files: parse (YAML/TOML), merge ``extends``, apply the environment,
 validate, and return a frozen `Policy` (or every issue found).
 
+The pipeline reads load -> validate: `ctxpolicy.loading.loader` reads and merges the
+files, then hands the data to `ctxpolicy.validation` (which never imports loading).
+
 Public entry points: `load_policy`, `validate_paths`, `resolve_policy` (the full
 `LoadResult` with source map and issues) and `explain_policy` (where each effective
 value came from).
@@ -17,16 +20,11 @@ from ctxpolicy.loading.loader import (
     resolve_policy,
     validate_paths,
 )
-from ctxpolicy.loading.sourcemap import JsonPath, Location, SourceMap, format_path
 
 __all__ = [
-    "JsonPath",
     "LoadResult",
-    "Location",
     "Provenance",
-    "SourceMap",
     "explain_policy",
-    "format_path",
     "iter_policy_files",
     "load_policy",
     "resolve_policy",

@@ -1,6 +1,10 @@
 """Resolve an ``extends`` chain into one merged document (see docs/design.md, 'Validation rules').
 
-Parents merge in the order listed (a later parent wins), then the child on top.
+Parents merge in the order listed (a later parent wins), then the child on top:
+mappings merge key by key (the child wins), everything else replaces. The merged source
+map keeps, for every value, the location in the file it came from, so an inherited value
+still points at its parent's line.
+
 Every problem with a parent reference (absolute path, not a policy file, missing,
 cycle, chain deeper than `MAX_EXTENDS_DEPTH`) is reported at the child's ``extends``
 line; problems inside a parent are reported in the parent file.
@@ -9,15 +13,27 @@ line; problems inside a parent are reported in the parent file.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ctxpolicy.issues import PolicyIssue
-from ctxpolicy.loading.document import display_name, read_document
-from ctxpolicy.loading.limits import MAX_EXTENDS_DEPTH, POLICY_SUFFIXES
-from ctxpolicy.loading.merge import deep_merge, merge_sourcemaps
-from ctxpolicy.loading.sourcemap import JsonPath, Location, SourceMap, format_path, locate
+from ctxpolicy.diagnostics import (
+    MAX_EXTENDS_DEPTH,
+    POLICY_SUFFIXES,
+    JsonPath,
+    Location,
+    PolicyIssue,
+    SourceMap,
+    display_name,
+    issue_at,
+    locate,
+    shown_path,
+)
+from ctxpolicy.loading.read import read_document
+
+#: Mappings that replace as a whole: a collector is one choice, not a set of defaults.
+_REPLACED_KEYS = frozenset({"collector"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +55,42 @@ class MergedDocument:
     issues: tuple[PolicyIssue, ...] = ()
 
 
+def deep_merge(parent: Any, child: Any) -> Any:
+    """``child`` over ``parent``: mappings merge key by key, lists and scalars replace.
+
+    A layer's ``collector`` mapping replaces the parent's whole (merging two collectors
+    of different types would make a third that neither file wrote).
+    """
+    if isinstance(parent, dict) and isinstance(child, dict):
+        merged = dict(parent)
+        for key, value in child.items():
+            if key in parent and key not in _REPLACED_KEYS:
+                merged[key] = deep_merge(parent[key], value)
+            else:
+                merged[key] = value
+        return merged
+    return child
+
+
+def merge_sourcemaps(
+    merged: Any, parent: Mapping[JsonPath, Location], child: Mapping[JsonPath, Location]
+) -> SourceMap:
+    """Source map of ``merged``: the child's location where the child set a path, else
+    the parent's."""
+    out: SourceMap = {}
+    stack: list[tuple[JsonPath, Any]] = [((), merged)]
+    while stack:
+        path, value = stack.pop()
+        where = child.get(path) or parent.get(path)
+        if where is not None:
+            out[path] = where
+        if isinstance(value, dict):
+            stack.extend(((*path, k), v) for k, v in value.items())
+        elif isinstance(value, list):
+            stack.extend(((*path, i), v) for i, v in enumerate(value))
+    return out
+
+
 def _parents(data: dict[str, Any]) -> list[tuple[JsonPath, str]]:
     value = data.get("extends")
     if isinstance(value, str):
@@ -48,13 +100,11 @@ def _parents(data: dict[str, Any]) -> list[tuple[JsonPath, str]]:
     return []  # missing, or a type error the schema reports
 
 
-def _shown(path: Path) -> str:
-    relative = os.path.relpath(path)
-    return display_name(path if relative.startswith("..") else Path(relative))
-
-
-def _problem(where: Location, path: JsonPath, message: str, rule: str) -> PolicyIssue:
-    return PolicyIssue(where.file, where.line, where.column, format_path(path), message, rule)
+def _without_extends(parent: MergedDocument) -> tuple[dict[str, Any], SourceMap]:
+    """A parent's data and source map, its own ``extends`` left out."""
+    data = {k: v for k, v in (parent.data or {}).items() if k != "extends"}
+    smap = {p: loc for p, loc in parent.sourcemap.items() if p[:1] != ("extends",)}
+    return data, smap
 
 
 def _resolve(path: Path, stack: tuple[Path, ...]) -> MergedDocument:
@@ -68,10 +118,9 @@ def _resolve(path: Path, stack: tuple[Path, ...]) -> MergedDocument:
     for ref_path, ref in _parents(document.data):
         where = locate(document.sourcemap, ref_path, default=display_name(path))
         parent = _parent(path, ref, where=where, ref_path=ref_path, stack=stack, issues=all_issues)
-        if parent is None or parent.data is None:
+        if parent is None:
             continue
-        data = {k: v for k, v in parent.data.items() if k != "extends"}
-        smap = {p: loc for p, loc in parent.sourcemap.items() if p[:1] != ("extends",)}
+        data, smap = _without_extends(parent)
         new = deep_merge(merged, data)
         merged_map = merge_sourcemaps(new, merged_map, smap)
         merged = new
@@ -96,7 +145,7 @@ def _target(child: Path, ref: str, stack: tuple[Path, ...]) -> tuple[Path | None
         return None, "extends.missing", message
     real = target.resolve()
     if real in stack:
-        names = " -> ".join(_shown(p) for p in (*stack, real))
+        names = " -> ".join(shown_path(p) for p in (*stack, real))
         return None, "extends.cycle", f"extends cycle: {names}"
     if len(stack) > MAX_EXTENDS_DEPTH:
         return None, "extends.depth", f"extends chain deeper than {MAX_EXTENDS_DEPTH} files"
@@ -114,19 +163,19 @@ def _parent(
 ) -> MergedDocument | None:
     target, rule, message = _target(child, ref, stack)
     if target is None:
-        issues.append(_problem(where, ref_path, message, rule))
+        issues.append(issue_at(where, ref_path, message, rule))
         return None
     parent = _resolve(target, (*stack, target.resolve()))
     issues.extend(parent.issues)
     if parent.data is None:
         message = f"extends {ref!r}: parent policy {display_name(target)} is invalid"
-        issues.append(_problem(where, ref_path, message, "extends.invalid-parent"))
+        issues.append(issue_at(where, ref_path, message, "extends.invalid-parent"))
         return None
     if "version" not in parent.data:
         message = (
             f"extends {ref!r}: {display_name(target)} is not a policy file (it has no 'version')"
         )
-        issues.append(_problem(where, ref_path, message, "extends.not-policy"))
+        issues.append(issue_at(where, ref_path, message, "extends.not-policy"))
         return None
     return parent
 
@@ -136,4 +185,4 @@ def resolve_extends(path: Path) -> MergedDocument:
     return _resolve(path, (path.resolve(),))
 
 
-__all__ = ["MergedDocument", "resolve_extends"]
+__all__ = ["MergedDocument", "deep_merge", "merge_sourcemaps", "resolve_extends"]

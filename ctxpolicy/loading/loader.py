@@ -8,14 +8,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ctxpolicy.diagnostics import (
+    POLICY_SUFFIXES,
+    JsonPath,
+    Location,
+    PolicyIssue,
+    SourceMap,
+    display_name,
+    format_path,
+    sorted_issues,
+)
 from ctxpolicy.errors import PolicyValidationError
-from ctxpolicy.issues import PolicyIssue
-from ctxpolicy.loading.document import display_name
 from ctxpolicy.loading.extends import resolve_extends
-from ctxpolicy.loading.limits import POLICY_SUFFIXES
-from ctxpolicy.loading.overrides import apply_overrides
-from ctxpolicy.loading.sourcemap import JsonPath, Location, SourceMap, format_path
 from ctxpolicy.policy import Policy
+from ctxpolicy.settings import apply_overrides, policy_path
+from ctxpolicy.validation import validate_data
 
 PathLike = str | os.PathLike[str]
 
@@ -83,27 +90,40 @@ def _leaves(value: Any, path: JsonPath) -> Iterator[tuple[JsonPath, Any]]:
         yield path, value
 
 
-def _base_dirs(data: Mapping[str, Any], sourcemap: SourceMap) -> dict[str, Path]:
-    dirs: dict[str, Path] = {}
-    # file tools: their root is relative to the file that declares them (docs/files.md)
-    tool_paths: dict[str, tuple[str, ...]] = {"@tools": ("tools",)}
+def _declaring_folder(where: Location | None) -> Path | None:
+    """The folder of the file that set a value (None for a variable or an argument)."""
+    if where is None or where.file.startswith("<"):
+        return None
+    return Path(where.file).parent.absolute()
+
+
+def _tool_paths(data: Mapping[str, Any]) -> dict[str, JsonPath]:
+    """The ``tools`` entries that may declare file tools, by their `Policy` base-dir key."""
+    paths: dict[str, JsonPath] = {"@tools": ("tools",)}
     processes = data.get("processes")
-    if isinstance(processes, dict):
-        for process in processes:
-            tool_paths[f"@processes.{process}.tools"] = ("processes", process, "tools")
-    for key, path in tool_paths.items():
-        where = sourcemap.get(path)
-        if where is not None and not where.file.startswith("<"):
-            dirs[key] = Path(where.file).parent.absolute()
+    for process in processes if isinstance(processes, dict) else ():
+        paths[f"@processes.{process}.tools"] = ("processes", process, "tools")
+    return paths
+
+
+def _base_dirs(data: Mapping[str, Any], sourcemap: SourceMap) -> dict[str, Path]:
+    """The folder each relative path of the policy resolves against: the folder of the
+    file that declares it (a parent's, when inherited through ``extends``).
+
+    File tools' roots are keyed ``@tools`` / ``@processes.NAME.tools`` (docs/files.md); a
+    layer's collector, or ``layers.query.references``, by the layer's name.
+    """
+    dirs: dict[str, Path] = {}
+    for key, path in _tool_paths(data).items():
+        if (folder := _declaring_folder(sourcemap.get(path))) is not None:
+            dirs[key] = folder
     layers = data.get("layers")
-    if not isinstance(layers, dict):
-        return dirs
-    for name in layers:
+    for name in layers if isinstance(layers, dict) else ():
         where = sourcemap.get(("layers", name, "collector")) or sourcemap.get(
-            ("layers", name, "references")  # layers.query.references: its root, like a collector's
+            ("layers", name, "references")
         )
-        if where is not None and not where.file.startswith("<"):
-            dirs[name] = Path(where.file).parent.absolute()
+        if (folder := _declaring_folder(where)) is not None:
+            dirs[name] = folder
     return dirs
 
 
@@ -120,14 +140,12 @@ def resolve_policy(
         enable_share_context: Explicit value of the central switch (wins over all).
         environ: Environment to read instead of ``os.environ``.
     """
-    from ctxpolicy.validation import validate_data
-
     file = Path(path)
     name = display_name(file)
     merged = resolve_extends(file)
     issues = list(merged.issues)
     if merged.data is None:
-        return LoadResult(file, None, _sorted(issues), {}, merged.chain)
+        return LoadResult(file, None, sorted_issues(issues), {}, merged.chain)
     data, smap, env_issues = apply_overrides(
         merged.data,
         merged.sourcemap,
@@ -141,33 +159,7 @@ def resolve_policy(
     issues.extend(found)
     if any(i.severity == "error" for i in issues):
         policy = None
-    return LoadResult(file, policy, _sorted(issues), smap, merged.chain)
-
-
-def _sorted(issues: Iterable[PolicyIssue]) -> tuple[PolicyIssue, ...]:
-    return tuple(sorted(dict.fromkeys(issues), key=lambda i: (*i.sort_key, i.rule)))
-
-
-def _policy_path(path: PathLike | None) -> Path:
-    if path is not None:
-        return Path(path)
-    from ctxpolicy.settings import read_settings
-
-    settings, _ = read_settings()
-    if settings.policy is None:
-        raise PolicyValidationError(
-            [
-                PolicyIssue(
-                    "<env CTXPOLICY_POLICY>",
-                    0,
-                    0,
-                    "$",
-                    "no policy path given and CTXPOLICY_POLICY is not set",
-                    "env.missing",
-                )
-            ]
-        )
-    return settings.policy
+    return LoadResult(file, policy, sorted_issues(issues), smap, merged.chain)
 
 
 def load_policy(
@@ -181,13 +173,15 @@ def load_policy(
             ``CTXPOLICY_ENABLE_SHARE_CONTEXT`` and the file.
 
     Raises:
-        PolicyValidationError: the file is invalid; ``issues`` holds every problem.
+        PolicyValidationError: the file is invalid; ``issues`` holds every problem
+            (`PolicyNotGivenError` when ``path`` is None and ``CTXPOLICY_POLICY`` is
+            not set).
     """
     if enable_share_context is not None and not isinstance(enable_share_context, bool):
         raise TypeError(
             f"enable_share_context must be a bool or None, got {enable_share_context!r}"
         )
-    result = resolve_policy(_policy_path(path), enable_share_context=enable_share_context)
+    result = resolve_policy(policy_path(path), enable_share_context=enable_share_context)
     if result.policy is None:
         raise PolicyValidationError(result.errors or result.issues)
     return result.policy
@@ -245,7 +239,7 @@ def validate_paths(paths: PathLike | Iterable[PathLike]) -> list[PolicyIssue]:
             )
             continue
         issues.extend(resolve_policy(file).issues)
-    return list(_sorted(issues))
+    return list(sorted_issues(issues))
 
 
 __all__ = [

@@ -9,12 +9,21 @@ from __future__ import annotations
 
 import math
 import re
+import tomllib
 from datetime import date, datetime, time
 from typing import Any
 
-from ctxpolicy.issues import PolicyIssue
-from ctxpolicy.loading.limits import MAX_DEPTH, MAX_NODES
-from ctxpolicy.loading.sourcemap import JsonPath, Location, SourceMap, format_path
+from ctxpolicy.diagnostics import (
+    MAX_DEPTH,
+    MAX_NODES,
+    JsonPath,
+    Location,
+    PolicyIssue,
+    SourceMap,
+    issue_at,
+    locate,
+)
+from ctxpolicy.errors import PolicyFileRefusedError
 
 _ERROR_POSITION = re.compile(r"\(at line (\d+), column (\d+)\)")
 _BARE = r"[A-Za-z0-9_-]+"
@@ -26,12 +35,6 @@ _KEY_PART_RE = re.compile(_KEY_PART)
 _TABLE_RE = re.compile(rf"^(\s*)\[\s*({_DOTTED})\s*\]")
 _ARRAY_TABLE_RE = re.compile(rf"^(\s*)\[\[\s*({_DOTTED})\s*\]\]")
 _KEY_VALUE_RE = re.compile(rf"^(\s*)({_DOTTED})\s*=")
-
-
-class _RefusedError(Exception):
-    def __init__(self, issue: PolicyIssue) -> None:
-        super().__init__(issue.message)
-        self.issue = issue
 
 
 def _split_key(dotted: str) -> list[str]:
@@ -47,75 +50,79 @@ def _split_key(dotted: str) -> list[str]:
     return parts
 
 
+class _KeyScan:
+    """The state of `scan_toml_keys`: the current table and the source map so far."""
+
+    def __init__(self, file: str) -> None:
+        self.file = file
+        self.smap: SourceMap = {(): Location(file, 1, 1, 1)}
+        self.table: JsonPath = ()
+        self.array_counts: dict[JsonPath, int] = {}
+
+    def array_table(self, match: re.Match[str], number: int) -> None:
+        """``[[a.b]]``: the next item of the array of tables ``a.b``."""
+        base = tuple(_split_key(match.group(2)))
+        index = self.array_counts.get(base, -1) + 1
+        self.array_counts[base] = index
+        self.table = (*base, index)
+        where = Location(self.file, number, len(match.group(1)) + 1, number)
+        self.smap.setdefault(base, where)
+        self.smap[self.table] = where
+
+    def table_header(self, match: re.Match[str], number: int) -> None:
+        """``[a.b]``: a table (and every table above it that has no line yet)."""
+        self.table = tuple(_split_key(match.group(2)))
+        where = Location(self.file, number, len(match.group(1)) + 1, number)
+        for end in range(1, len(self.table) + 1):
+            self.smap.setdefault(self.table[:end], where)
+
+    def key_value(self, match: re.Match[str], line: str, number: int) -> str | None:
+        """``a.b = ...``: place the key; the quote of a multi-line string it opens, if any."""
+        keys = tuple(_split_key(match.group(2)))
+        rest = line[match.end() :]
+        # a multi-line string that opens on this line starts its text on the next one
+        value_line = number + 1 if rest.strip() in ('"""', "'''") else number
+        where = Location(self.file, number, len(match.group(1)) + 1, value_line)
+        for end in range(1, len(keys) + 1):
+            self.smap.setdefault((*self.table, *keys[:end]), where)
+        return next((q for q in ('"""', "'''") if rest.count(q) % 2 == 1), None)
+
+    def line(self, line: str, number: int) -> str | None:
+        """Place one line; the quote of a multi-line string it opens, if any."""
+        if match := _ARRAY_TABLE_RE.match(line):
+            self.array_table(match, number)
+        elif match := _TABLE_RE.match(line):
+            self.table_header(match, number)
+        elif match := _KEY_VALUE_RE.match(line):
+            return self.key_value(match, line, number)
+        return None
+
+
 def scan_toml_keys(text: str, file: str) -> SourceMap:
     """Best-effort map of TOML keys to their lines (never raises)."""
-    smap: SourceMap = {(): Location(file, 1, 1, 1)}
-    table: JsonPath = ()
-    array_counts: dict[JsonPath, int] = {}
+    scan = _KeyScan(file)
     in_multiline: str | None = None
     for number, line in enumerate(text.splitlines(), start=1):
-        if in_multiline is not None:
-            if line.count(in_multiline) % 2 == 1:
-                in_multiline = None
-            continue
-        if match := _ARRAY_TABLE_RE.match(line):
-            base = tuple(_split_key(match.group(2)))
-            index = array_counts.get(base, -1) + 1
-            array_counts[base] = index
-            table = (*base, index)
-            column = len(match.group(1)) + 1
-            smap.setdefault(base, Location(file, number, column, number))
-            smap[table] = Location(file, number, column, number)
-            continue
-        if match := _TABLE_RE.match(line):
-            table = tuple(_split_key(match.group(2)))
-            column = len(match.group(1)) + 1
-            for end in range(1, len(table) + 1):
-                smap.setdefault(table[:end], Location(file, number, column, number))
-            continue
-        if match := _KEY_VALUE_RE.match(line):
-            keys = tuple(_split_key(match.group(2)))
-            column = len(match.group(1)) + 1
-            rest = line[match.end() :]
-            # a multi-line string that opens on this line starts its text on the next one
-            value_line = number + 1 if rest.strip() in ('"""', "'''") else number
-            for end in range(1, len(keys) + 1):
-                smap.setdefault((*table, *keys[:end]), Location(file, number, column, value_line))
-            for quote in ('"""', "'''"):
-                if rest.count(quote) % 2 == 1:
-                    in_multiline = quote
-                    break
-    return smap
+        if in_multiline is None:
+            in_multiline = scan.line(line, number)
+        elif line.count(in_multiline) % 2 == 1:
+            in_multiline = None
+    return scan.smap
 
 
 def _plain(value: Any, file: str, path: JsonPath, smap: SourceMap, depth: int = 0) -> Any:
     if depth > MAX_DEPTH:
-        raise _RefusedError(
-            PolicyIssue(
-                file,
-                1,
-                1,
-                format_path(path),
-                f"nesting deeper than {MAX_DEPTH} levels",
-                "toml.too-deep",
-            )
-        )
+        where = Location(file, 1, 1, 1)
+        message = f"nesting deeper than {MAX_DEPTH} levels"
+        raise PolicyFileRefusedError(issue_at(where, path, message, "toml.too-deep"))
     if isinstance(value, dict):
         return {k: _plain(v, file, (*path, k), smap, depth + 1) for k, v in value.items()}
     if isinstance(value, list):
         return [_plain(v, file, (*path, i), smap, depth + 1) for i, v in enumerate(value)]
     if isinstance(value, float) and not math.isfinite(value):
-        where = _nearest(smap, path, file)
-        raise _RefusedError(
-            PolicyIssue(
-                file,
-                where.line,
-                where.column,
-                format_path(path),
-                f"{value!r} is not a finite number",
-                "value.non-finite",
-            )
-        )
+        where = locate(smap, path, default=file)
+        message = f"{value!r} is not a finite number"
+        raise PolicyFileRefusedError(issue_at(where, path, message, "value.non-finite"))
     if isinstance(value, datetime | date | time):
         return value.isoformat()
     return value
@@ -136,13 +143,6 @@ def _count_nodes(value: Any) -> int:
     return count
 
 
-def _nearest(smap: SourceMap, path: JsonPath, file: str) -> Location:
-    for end in range(len(path), -1, -1):
-        if path[:end] in smap:
-            return smap[path[:end]]
-    return Location(file, 1, 1, 1)
-
-
 def _value_issue(text: str, file: str, exc: ValueError) -> PolicyIssue:
     """Locate a value tomllib could not convert (the longest run of digits, else 1:1)."""
     runs = list(re.finditer(r"[0-9_]{100,}", text))
@@ -161,8 +161,6 @@ def parse_toml(text: str, file: str) -> tuple[Any, SourceMap, list[PolicyIssue]]
     Returns:
         ``(data, sourcemap, issues)``; ``data`` is None when there are issues.
     """
-    import tomllib
-
     try:
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -186,7 +184,7 @@ def parse_toml(text: str, file: str) -> tuple[Any, SourceMap, list[PolicyIssue]]
     smap = scan_toml_keys(text, file)
     try:
         data = _plain(raw, file, (), smap)
-    except _RefusedError as refused:
+    except PolicyFileRefusedError as refused:
         return None, {}, [refused.issue]
     return data, smap, []
 

@@ -9,23 +9,41 @@ column), never sees a hostile document.
 
 from __future__ import annotations
 
-import functools
 import math
 import re
 from datetime import date, datetime, time
+from types import ModuleType
 from typing import Any
 
-from ctxpolicy.issues import PolicyIssue
-from ctxpolicy.loading.limits import MAX_DEPTH, MAX_NODES
-from ctxpolicy.loading.sourcemap import JsonPath, Location, SourceMap, format_path
+import yaml as pyyaml  # type: ignore[import-untyped]
+from ruamel.yaml import YAML
+from ruamel.yaml import events as ruamel_events
+from ruamel.yaml.comments import CommentedMap, CommentedSeq, TaggedScalar
+from ruamel.yaml.constructor import ConstructorError, DuplicateKeyError, RoundTripConstructor
+from ruamel.yaml.error import MarkedYAMLError, YAMLError
+from ruamel.yaml.scalarbool import ScalarBoolean
+from ruamel.yaml.scalarstring import FoldedScalarString, LiteralScalarString
+
+from ctxpolicy.diagnostics import (
+    MAX_DEPTH,
+    MAX_NODES,
+    JsonPath,
+    Location,
+    PolicyIssue,
+    SourceMap,
+    issue_at,
+)
+from ctxpolicy.errors import PolicyFileRefusedError
+
+#: PyYAML when it is built with libyaml: its C event parser makes the pre-scan cheap.
+libyaml: ModuleType | None = pyyaml if getattr(pyyaml, "__with_libyaml__", False) else None
 
 _INT_LIKE = re.compile(r"[-+]?[0-9_]+")
 
+#: Longest plain scalar that may be converted to an int (Python refuses > 4300 digits).
+_MAX_INT_DIGITS = 4000
 
-class _RefusedError(Exception):
-    def __init__(self, issue: PolicyIssue) -> None:
-        super().__init__(issue.message)
-        self.issue = issue
+_PLAIN_DATA = "use plain strings, numbers, booleans, lists and mappings"
 
 
 def _mark_issue(file: str, exc: Any, rule: str, message: str | None = None) -> PolicyIssue:
@@ -40,64 +58,40 @@ def _mark_issue(file: str, exc: Any, rule: str, message: str | None = None) -> P
     return PolicyIssue(file, line, column, "$", f"YAML: {message}", rule)
 
 
-@functools.cache
-def _located_constructor() -> Any:
+def _refused(mark: Any, file: str, message: str, rule: str) -> PolicyFileRefusedError:
+    """A refusal at an event's ``start_mark`` (0-based line and column)."""
+    where = Location(file, mark.line + 1, mark.column + 1)
+    return PolicyFileRefusedError(issue_at(where, (), message, rule))
+
+
+class _LocatedConstructor(RoundTripConstructor):
     """A round-trip constructor whose conversion failures carry the node's position.
 
     ruamel.yaml raises a bare ``ValueError`` for ``2001-02-30``, ``!!int x`` or an
     integer past Python's digit limit; this turns it into a marked ``ConstructorError``.
     """
-    from ruamel.yaml.constructor import ConstructorError, RoundTripConstructor
 
-    class LocatedConstructor(RoundTripConstructor):
-        def construct_object(self, node: Any, deep: bool = False) -> Any:
-            try:
-                return super().construct_object(node, deep=deep)
-            except ValueError as exc:
-                problem = f"cannot read this value: {exc}"
-                raise ConstructorError(None, None, problem, node.start_mark) from None
-
-    return LocatedConstructor
+    def construct_object(self, node: Any, deep: bool = False) -> Any:
+        try:
+            return super().construct_object(node, deep=deep)
+        except ValueError as exc:
+            problem = f"cannot read this value: {exc}"
+            raise ConstructorError(None, None, problem, node.start_mark) from None
 
 
-def _yaml() -> Any:
-    from ruamel.yaml import YAML
-
+def _yaml() -> YAML:
     yaml = YAML(typ="rt", pure=True)
-    yaml.Constructor = _located_constructor()
+    yaml.Constructor = _LocatedConstructor
     yaml.allow_duplicate_keys = False
     return yaml
-
-
-#: Longest plain scalar that may be converted to an int (Python refuses > 4300 digits).
-_MAX_INT_DIGITS = 4000
 
 
 def _refuse_huge_integer(event: Any, file: str) -> None:
     value = event.value
     # plain style: None for ruamel.yaml, "" for libyaml
     if not event.style and len(value) > _MAX_INT_DIGITS and _INT_LIKE.fullmatch(value):
-        mark = event.start_mark
-        raise _RefusedError(
-            PolicyIssue(
-                file,
-                mark.line + 1,
-                mark.column + 1,
-                "$",
-                f"a number with {len(value)} digits; numbers in a policy are small",
-                "value.too-long",
-            )
-        )
-
-
-@functools.cache
-def _libyaml() -> Any:
-    """PyYAML when it is built with libyaml (its C event parser), else None."""
-    try:
-        import yaml  # type: ignore[import-untyped]
-    except ImportError:  # pragma: no cover - PyYAML comes with langchain-core
-        return None
-    return yaml if getattr(yaml, "__with_libyaml__", False) else None
+        message = f"a number with {len(value)} digits; numbers in a policy are small"
+        raise _refused(event.start_mark, file, message, "value.too-long")
 
 
 def _prescan(text: str, file: str) -> None:
@@ -107,104 +101,104 @@ def _prescan(text: str, file: str) -> None:
     small part of reading a file); a document libyaml cannot parse is scanned again with
     ruamel.yaml, so what is refused and every message stay those of ruamel.yaml.
     """
-    fast = _libyaml()
-    if fast is not None:
+    if libyaml is not None:
         try:
-            _scan_events(fast.parse(text, Loader=fast.CSafeLoader), fast.events, file)
-        except fast.YAMLError:
+            _scan_events(libyaml.parse(text, Loader=libyaml.CSafeLoader), libyaml.events, file)
+        except libyaml.YAMLError:
             pass  # ruamel.yaml decides (and reports) below
         else:
             return
-    from ruamel.yaml import YAML, events
+    _scan_events(YAML(typ="safe", pure=True).parse(text), ruamel_events, file)
 
-    _scan_events(YAML(typ="safe", pure=True).parse(text), events, file)
+
+class _NodeCount:
+    """The counts of `_scan_events`: nodes so far (aliases expanded) and open collections."""
+
+    def __init__(self, file: str) -> None:
+        self.file = file
+        self.anchors: dict[str, int] = {}
+        # one frame per open collection: [anchor, expanded node count]
+        self.stack: list[list[Any]] = [[None, 0]]
+        self.total = 0
+
+    def node(self, event: Any) -> None:
+        """One more scalar or collection."""
+        self.total += 1
+        if self.total > MAX_NODES:
+            message = f"the document has more than {MAX_NODES} values"
+            raise _refused(event.start_mark, self.file, message, "file.too-many-nodes")
+
+    def open(self, event: Any) -> None:
+        """A mapping or sequence starts."""
+        self.stack.append([event.anchor, 1])
+        if len(self.stack) - 1 > MAX_DEPTH:
+            message = f"nesting deeper than {MAX_DEPTH} levels"
+            raise _refused(event.start_mark, self.file, message, "yaml.too-deep")
+
+    def close(self) -> None:
+        """A mapping or sequence ends: its size counts in its parent."""
+        anchor, size = self.stack.pop()
+        if anchor is not None:
+            self.anchors[anchor] = size
+        self.stack[-1][1] += size
+
+    def scalar(self, event: Any) -> None:
+        """A scalar (refused when it is a huge integer)."""
+        _refuse_huge_integer(event, self.file)
+        if event.anchor is not None:
+            self.anchors[event.anchor] = 1
+        self.stack[-1][1] += 1
+
+    def alias(self, event: Any) -> None:
+        """An alias: the nodes of its anchor count again."""
+        size = self.anchors.get(event.anchor, 1)
+        self.stack[-1][1] += size
+        self.total += size
+        if self.total > MAX_NODES:
+            message = (
+                f"aliases expand the document past {MAX_NODES} nodes "
+                f"(alias *{event.anchor}); write the values out or use 'extends'"
+            )
+            raise _refused(event.start_mark, self.file, message, "yaml.alias-expansion")
 
 
 def _scan_events(stream: Any, events: Any, file: str) -> None:
     """The checks of `_prescan` over an event stream (``events``: the event classes)."""
-    anchors: dict[str, int] = {}
-    # one frame per open collection: [anchor, expanded node count]
-    stack: list[list[Any]] = [[None, 0]]
-    total = 0  # nodes so far, aliases expanded
+    count = _NodeCount(file)
     for event in stream:
-        mark = event.start_mark
         if isinstance(event, events.ScalarEvent | events.CollectionStartEvent):
-            total += 1
-            if total > MAX_NODES:
-                raise _RefusedError(
-                    PolicyIssue(
-                        file,
-                        mark.line + 1,
-                        mark.column + 1,
-                        "$",
-                        f"the document has more than {MAX_NODES} values",
-                        "file.too-many-nodes",
-                    )
-                )
+            count.node(event)
         if isinstance(event, events.CollectionStartEvent):
-            stack.append([event.anchor, 1])
-            if len(stack) - 1 > MAX_DEPTH:
-                raise _RefusedError(
-                    PolicyIssue(
-                        file,
-                        mark.line + 1,
-                        mark.column + 1,
-                        "$",
-                        f"nesting deeper than {MAX_DEPTH} levels",
-                        "yaml.too-deep",
-                    )
-                )
+            count.open(event)
         elif isinstance(event, events.CollectionEndEvent):
-            anchor, size = stack.pop()
-            if anchor is not None:
-                anchors[anchor] = size
-            stack[-1][1] += size
+            count.close()
         elif isinstance(event, events.ScalarEvent):
-            _refuse_huge_integer(event, file)
-            if event.anchor is not None:
-                anchors[event.anchor] = 1
-            stack[-1][1] += 1
+            count.scalar(event)
         elif isinstance(event, events.AliasEvent):
-            size = anchors.get(event.anchor, 1)
-            stack[-1][1] += size
-            total += size
-            if total > MAX_NODES:
-                raise _RefusedError(
-                    PolicyIssue(
-                        file,
-                        mark.line + 1,
-                        mark.column + 1,
-                        "$",
-                        f"aliases expand the document past {MAX_NODES} nodes "
-                        f"(alias *{event.anchor}); write the values out or use 'extends'",
-                        "yaml.alias-expansion",
-                    )
-                )
+            count.alias(event)
 
 
-def _scalar(value: Any, file: str, where: Location, path: JsonPath) -> Any:
-    from ruamel.yaml.comments import TaggedScalar
-    from ruamel.yaml.scalarbool import ScalarBoolean
+def _unsupported(kind: str, where: Location, path: JsonPath) -> PolicyFileRefusedError:
+    message = f"unsupported YAML {kind}; {_PLAIN_DATA}"
+    return PolicyFileRefusedError(issue_at(where, path, message, "yaml.tag"))
 
+
+def _number(value: int | float, where: Location, path: JsonPath) -> int | float:
+    if isinstance(value, int):
+        return int(value)
+    if not math.isfinite(value):
+        message = f"{value!r} is not a finite number"
+        raise PolicyFileRefusedError(issue_at(where, path, message, "value.non-finite"))
+    return float(value)
+
+
+def _scalar(value: Any, where: Location, path: JsonPath) -> Any:
     if value is None or isinstance(value, bool):
         return value
     if isinstance(value, ScalarBoolean):
         return bool(value)
-    if isinstance(value, int):
-        return int(value)
-    if isinstance(value, float):
-        if not math.isfinite(value):
-            raise _RefusedError(
-                PolicyIssue(
-                    file,
-                    where.line,
-                    where.column,
-                    format_path(path),
-                    f"{value!r} is not a finite number",
-                    "value.non-finite",
-                )
-            )
-        return float(value)
+    if isinstance(value, int | float):
+        return _number(value, where, path)
     if isinstance(value, str):
         return str(value)
     if isinstance(value, datetime | date | time):
@@ -212,85 +206,77 @@ def _scalar(value: Any, file: str, where: Location, path: JsonPath) -> Any:
     # a custom tag (!foo) or a type the format has no use for (!!binary, !!set, ...)
     tag = getattr(value, "tag", None) if isinstance(value, TaggedScalar) else None
     kind = str(getattr(tag, "value", tag)) if tag is not None else type(value).__name__
-    raise _RefusedError(
-        PolicyIssue(
-            file,
-            where.line,
-            where.column,
-            format_path(path),
-            f"unsupported YAML value ({kind}); use plain strings, numbers, booleans, "
-            "lists and mappings",
-            "yaml.tag",
-        )
-    )
+    raise _unsupported(f"value ({kind})", where, path)
 
 
 def _block_scalar(value: Any) -> bool:
-    from ruamel.yaml.scalarstring import FoldedScalarString, LiteralScalarString
-
     return isinstance(value, LiteralScalarString | FoldedScalarString)
 
 
-def _refuse_collection_tag(node: Any, file: str, where: Location, path: JsonPath) -> None:
+def _refuse_collection_tag(node: Any, where: Location, path: JsonPath) -> None:
     # !!python/object:..., !!python/tuple, !custom on a mapping or a sequence: never a policy
     tag = getattr(node, "tag", None)
     value = getattr(tag, "value", None)
     if value is not None:
-        raise _RefusedError(
-            PolicyIssue(
-                file,
-                where.line,
-                where.column,
-                format_path(path),
-                f"unsupported YAML tag {value}; use plain strings, numbers, booleans, "
-                "lists and mappings",
-                "yaml.tag",
-            )
-        )
+        raise _unsupported(f"tag {value}", where, path)
 
 
-def _convert(node: Any, file: str, path: JsonPath, where: Location, smap: SourceMap) -> Any:
-    from ruamel.yaml.comments import CommentedMap, CommentedSeq
+def _key_location(node: CommentedMap, key: Any, value: Any, where: Location) -> Location:
+    """Where a mapping entry is (merged ``<<`` keys keep the mapping's place)."""
+    try:
+        kl, kc = node.lc.key(key)
+        vl, _ = node.lc.value(key)
+    except (KeyError, TypeError, AttributeError):
+        kl, kc, vl = where.line - 1, where.column - 1, where.line - 1
+    return Location(where.file, kl + 1, kc + 1, vl + 1 + (1 if _block_scalar(value) else 0))
 
-    if isinstance(node, CommentedMap | CommentedSeq):
-        _refuse_collection_tag(node, file, where, path)
+
+def _item_location(node: CommentedSeq, index: int, value: Any, where: Location) -> Location:
+    """Where a sequence item is."""
+    try:
+        il, ic = node.lc.item(index)
+    except (KeyError, TypeError, AttributeError):
+        il, ic = where.line - 1, where.column - 1
+    return Location(where.file, il + 1, ic + 1, il + 1 + (1 if _block_scalar(value) else 0))
+
+
+def _mapping(node: CommentedMap, path: JsonPath, where: Location, smap: SourceMap) -> Any:
+    out: dict[str, Any] = {}
+    for key, value in node.items():
+        here = _key_location(node, key, value, where)
+        if not isinstance(key, str):
+            message = f"mapping keys must be strings, got {key!r}"
+            raise PolicyFileRefusedError(issue_at(here, path, message, "yaml.key-type"))
+        child = (*path, str(key))
+        smap[child] = here
+        out[str(key)] = _convert(value, child, here, smap)
+    return out
+
+
+def _sequence(node: CommentedSeq, path: JsonPath, where: Location, smap: SourceMap) -> Any:
+    items: list[Any] = []
+    for index, value in enumerate(node):
+        here = _item_location(node, index, value, where)
+        child = (*path, index)
+        smap[child] = here
+        items.append(_convert(value, child, here, smap))
+    return items
+
+
+def _convert(node: Any, path: JsonPath, where: Location, smap: SourceMap) -> Any:
     if isinstance(node, CommentedMap):
-        out: dict[str, Any] = {}
-        for key, value in node.items():
-            try:
-                kl, kc = node.lc.key(key)
-                vl, _ = node.lc.value(key)
-            except (KeyError, TypeError, AttributeError):  # merged (<<) keys keep the map's place
-                kl, kc, vl = where.line - 1, where.column - 1, where.line - 1
-            here = Location(file, kl + 1, kc + 1, vl + 1 + (1 if _block_scalar(value) else 0))
-            if not isinstance(key, str):
-                raise _RefusedError(
-                    PolicyIssue(
-                        file,
-                        here.line,
-                        here.column,
-                        format_path(path),
-                        f"mapping keys must be strings, got {key!r}",
-                        "yaml.key-type",
-                    )
-                )
-            child = (*path, str(key))
-            smap[child] = here
-            out[str(key)] = _convert(value, file, child, here, smap)
-        return out
+        _refuse_collection_tag(node, where, path)
+        return _mapping(node, path, where, smap)
     if isinstance(node, CommentedSeq):
-        items: list[Any] = []
-        for index, value in enumerate(node):
-            try:
-                il, ic = node.lc.item(index)
-            except (KeyError, TypeError, AttributeError):
-                il, ic = where.line - 1, where.column - 1
-            here = Location(file, il + 1, ic + 1, il + 1 + (1 if _block_scalar(value) else 0))
-            child = (*path, index)
-            smap[child] = here
-            items.append(_convert(value, file, child, here, smap))
-        return items
-    return _scalar(node, file, where, path)
+        _refuse_collection_tag(node, where, path)
+        return _sequence(node, path, where, smap)
+    return _scalar(node, where, path)
+
+
+def _duplicate_key_issue(file: str, exc: DuplicateKeyError) -> PolicyIssue:
+    key = str(getattr(exc, "problem", "")).split('"')
+    name = key[1] if len(key) > 1 else "?"
+    return _mark_issue(file, exc, "yaml.duplicate-key", f"duplicate key {name!r}")
 
 
 def parse_yaml(text: str, file: str) -> tuple[Any, SourceMap, list[PolicyIssue]]:
@@ -304,25 +290,18 @@ def parse_yaml(text: str, file: str) -> tuple[Any, SourceMap, list[PolicyIssue]]
         ``(data, sourcemap, issues)``; ``data`` is None when there are issues or the
         document is empty.
     """
-    from ruamel.yaml.constructor import DuplicateKeyError
-    from ruamel.yaml.error import MarkedYAMLError, YAMLError
-
     smap: SourceMap = {}
     try:
         _prescan(text, file)
         tree = _yaml().load(text)
         root = Location(file, 1, 1, 1)
         smap[()] = root
-        data = _convert(tree, file, (), root, smap)
-    except _RefusedError as refused:
+        data = _convert(tree, (), root, smap)
+    except PolicyFileRefusedError as refused:
         return None, {}, [refused.issue]
     except DuplicateKeyError as exc:
-        key = str(getattr(exc, "problem", "")).split('"')
-        name = key[1] if len(key) > 1 else "?"
-        return None, {}, [_mark_issue(file, exc, "yaml.duplicate-key", f"duplicate key {name!r}")]
-    except MarkedYAMLError as exc:
-        return None, {}, [_mark_issue(file, exc, "yaml.syntax")]
-    except YAMLError as exc:
+        return None, {}, [_duplicate_key_issue(file, exc)]
+    except (MarkedYAMLError, YAMLError) as exc:
         return None, {}, [_mark_issue(file, exc, "yaml.syntax")]
     except RecursionError:
         return None, {}, [PolicyIssue(file, 1, 1, "$", "YAML nesting too deep", "yaml.too-deep")]

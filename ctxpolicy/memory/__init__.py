@@ -3,7 +3,7 @@
 `TieredMemory` keeps L1 (recent), L2 (important), L3 (summaries) and L4 (every item in a
 full-text search index, `TieredMemory.search`);
 `MemorySessions` keeps one per session and aggregates/distributes across them; the
-``memory`` collector (`ctxpolicy.memory.collector.collect_memory`) reads them into a
+``memory`` collector (`ctxpolicy.collectors.memory.collect_memory`) reads them into a
 layer by strategy (``minimal | balanced | comprehensive``: token shares of the layer's
 cap per source) or single tier.
 
@@ -11,6 +11,7 @@ Importing this package needs langchain-core (loaded lazily where possible) but n
 langgraph unless a store is used.
 """
 
+from ctxpolicy.layers import MemorySource, MemoryStrategy, MemoryTier
 from ctxpolicy.memory.items import (
     IMPORTANCE_BY_KIND,
     ITEM_KINDS,
@@ -26,9 +27,6 @@ from ctxpolicy.memory.strategies import (
     MEMORY_TIERS,
     STRATEGY_SHARES,
     Candidate,
-    MemorySource,
-    MemoryStrategy,
-    MemoryTier,
     pack_memory,
     render_candidates,
     select_memory,

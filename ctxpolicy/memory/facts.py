@@ -183,23 +183,24 @@ def content_bonus(text: str, *, kind: str | None) -> float | None:
     signals = content_signals(text)
     if signals.chitchat and not signals.value:
         return None
-    bonus = 0.0
-    if signals.correction:
-        bonus += 0.2
-    fact = any(is_statement(c) and has_value(c) for c in clauses(text[:SHORT_TEXT_CHARS]))
-    if fact:
-        bonus += 0.15
+    bonus = 0.2 if signals.correction else 0.0
+    if any(is_statement(c) and has_value(c) for c in clauses(text[:SHORT_TEXT_CHARS])):
+        bonus += 0.15  # a stated fact
     elif signals.statement or signals.value:
         bonus += 0.05
-    if signals.remember:
-        bonus += 0.1
-    if signals.error and kind != "tool_failure":
-        bonus += 0.1
-    if signals.decision:
-        bonus += 0.1
+    bonus = _with_cues(bonus, signals, kind=kind)
     if signals.question and not signals.correction:
         bonus = min(bonus, 0.05)
     return min(bonus, 0.3 if signals.short else 0.05)
+
+
+def _with_cues(bonus: float, signals: Signals, *, kind: str | None) -> float:
+    """``bonus`` +0.1 each for a ``remember``-like cue, an error (not for ``tool_failure``,
+    whose kind already says so) and a decision."""
+    for cue in (signals.remember, signals.error and kind != "tool_failure", signals.decision):
+        if cue:
+            bonus += 0.1
+    return bonus
 
 
 def _subject_words(segment: str) -> frozenset[str]:

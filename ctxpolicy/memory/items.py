@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Literal, get_args
 
+from ctxpolicy.memory.facts import content_bonus
+
 ItemKind = Literal["user", "tool_failure", "tool_success", "subtask", "agent", "note", "summary"]
 """What an item records; drives the default importance."""
 
@@ -97,8 +99,6 @@ def score_importance(
     base = _kind_importance(checked, meta)
     if content is None:
         return base
-    from ctxpolicy.memory.facts import content_bonus
-
     bonus = content_bonus(content, kind=checked)
     if bonus is None:
         return min(base, CHITCHAT_IMPORTANCE) if checked in _CHITCHAT_KINDS else base

@@ -1,37 +1,24 @@
 """Turning LangChain messages into memory item fields (kind and importance).
 
+A message's id is `ctxpolicy.recall.ingest.message_key` (one definition for recall and
+memory), re-exported here.
+
 See docs/design.md, 'Memory tiers and scopes'."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
+
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+
+from ctxpolicy.recall.ingest import message_key
 
 if TYPE_CHECKING:
     from langchain_core.messages import BaseMessage
 
     from ctxpolicy.memory.items import ItemKind
-
-
-def message_key(message: BaseMessage) -> str:
-    """The id a memory records ``message`` under: its ``id``, else a digest of its type,
-    text, tool calls and tool call id (so an id-less message with the same content is
-    recorded once)."""
-    if message.id:
-        return str(message.id)
-    call_id = str(getattr(message, "tool_call_id", "") or "")
-    calls = json.dumps(
-        [[c.get("name"), c.get("args"), c.get("id")] for c in getattr(message, "tool_calls", [])],
-        sort_keys=True,
-        ensure_ascii=False,
-        default=str,
-    )
-    digest = hashlib.blake2b(
-        f"{message.type}\x00{call_id}\x00{calls}\x00{message.text}".encode(), digest_size=12
-    ).hexdigest()
-    return f"~{digest}"
 
 
 def analysis_text(content: str, metadata: Mapping[str, Any] | None) -> str:
@@ -54,8 +41,6 @@ def describe_message(message: BaseMessage) -> tuple[str, ItemKind, dict[str, Any
     Raises:
         TypeError: ``message`` is not a ``BaseMessage``.
     """
-    from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
-
     if not isinstance(message, BaseMessage):
         raise TypeError(f"message must be a BaseMessage, got {type(message).__name__}")
     text = str(message.text)
@@ -81,3 +66,6 @@ def describe_message(message: BaseMessage) -> tuple[str, ItemKind, dict[str, Any
             parts.append("calls " + ", ".join(calls))
         return " ".join(parts), "agent", metadata
     return text, "note", metadata
+
+
+__all__ = ["analysis_text", "describe_message", "message_key"]

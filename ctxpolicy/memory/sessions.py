@@ -18,13 +18,12 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal
 
+from ctxpolicy.layers import MemoryStrategy, MemoryTier
 from ctxpolicy.memory.items import MemoryItem, new_item_id
 from ctxpolicy.memory.packing import pack_pieces
 from ctxpolicy.memory.strategies import (
     MEMORY_SOURCES,
     Candidate,
-    MemoryStrategy,
-    MemoryTier,
     content_key,
     dedupe_candidates,
     pack_candidates,
@@ -34,7 +33,7 @@ from ctxpolicy.memory.strategies import (
     source_pools,
     strategy_shares,
 )
-from ctxpolicy.memory.tiered import DEFAULT_NAMESPACE, TieredMemory
+from ctxpolicy.memory.tiered import DEFAULT_NAMESPACE, TieredMemory, load_stored
 
 if TYPE_CHECKING:
     from langchain_core.vectorstores import VectorStore
@@ -200,8 +199,6 @@ class MemorySessions:
         self._last_persist = time.monotonic()
         self._global: TieredMemory | None = None
         if self._store is not None:
-            from ctxpolicy.memory.tiered import load_stored
-
             for summary, _ in load_stored(self._store, namespace=(*namespace, AGENT_PART)):
                 self._agent_l3[summary.id] = summary
             for entry in self._store.search((*namespace, LIFECYCLE_PART), limit=10_000):
@@ -536,17 +533,13 @@ class MemorySessions:
         if max_tokens is not None and count_tokens is None:
             raise ValueError("count_tokens is required with max_tokens")
         if max_tokens is not None and count_tokens is not None and tier is None:
-            chosen = strategy_shares(strategy, shares)
-            per_session = [
-                source_pools(self._sessions[sid], chosen, query=query, cap_tokens=max_tokens)
-                for sid in dict.fromkeys(ids)
-            ]
-            pools = {
-                source: _interleave([p.get(source, []) for p in per_session])
-                for source in MEMORY_SOURCES
-            }
-            return pack_shares(
-                pools, chosen, cap_tokens=max_tokens, count_tokens=count_tokens, limit=limit
+            return self._pack_by_shares(
+                ids,
+                strategy_shares(strategy, shares),
+                query=query,
+                limit=limit,
+                max_tokens=max_tokens,
+                count_tokens=count_tokens,
             )
         merged = [
             candidate
@@ -564,6 +557,30 @@ class MemorySessions:
         if max_tokens is None or count_tokens is None:
             return ranked
         return pack_candidates(ranked, cap_tokens=max_tokens, count_tokens=count_tokens)
+
+    def _pack_by_shares(
+        self,
+        ids: list[str],
+        chosen: Mapping[str, float],
+        *,
+        query: str | None,
+        limit: int | None,
+        max_tokens: int,
+        count_tokens: Callable[[str], int],
+    ) -> list[Candidate]:
+        """`aggregate` by token shares: each source's candidates taken from the sessions in
+        turn, rank by rank, then packed by `pack_shares`."""
+        per_session = [
+            source_pools(self._sessions[sid], chosen, query=query, cap_tokens=max_tokens)
+            for sid in dict.fromkeys(ids)
+        ]
+        pools = {
+            source: _interleave([p.get(source, []) for p in per_session])
+            for source in MEMORY_SOURCES
+        }
+        return pack_shares(
+            pools, chosen, cap_tokens=max_tokens, count_tokens=count_tokens, limit=limit
+        )
 
     def aggregate_context(
         self,

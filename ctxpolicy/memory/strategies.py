@@ -32,17 +32,15 @@ import math
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal, get_args
+from typing import TYPE_CHECKING, get_args
 
+from ctxpolicy.layers import MemorySource, MemoryStrategy, MemoryTier
 from ctxpolicy.memory.packing import pack_pieces
 
 if TYPE_CHECKING:
     from ctxpolicy.memory.items import MemoryItem
     from ctxpolicy.memory.tiered import TieredMemory
 
-MemoryStrategy = Literal["minimal", "balanced", "comprehensive"]
-MemoryTier = Literal["l1", "l2", "l3", "l4"]
-MemorySource = Literal["search", "l1", "l2", "l3"]
 MEMORY_STRATEGIES: tuple[str, ...] = get_args(MemoryStrategy)
 MEMORY_TIERS: tuple[str, ...] = get_args(MemoryTier)
 MEMORY_SOURCES: tuple[str, ...] = get_args(MemorySource)

@@ -12,6 +12,10 @@ from collections import Counter
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from langchain_core.language_models import BaseChatModel
+
+from ctxpolicy.memory.facts import fact_score
+
 if TYPE_CHECKING:
     from ctxpolicy.memory.items import MemoryItem
 
@@ -79,8 +83,6 @@ def summarize_extractive(
     Raises:
         ValueError: the budget is below 8 characters / 2 tokens.
     """
-    from ctxpolicy.memory.facts import fact_score
-
     budget = max_chars if max_chars is not None else max_tokens * CHARS_PER_TOKEN
     if budget < 8:
         raise ValueError(f"the summary budget must be >= 8 characters, got {budget}")
@@ -89,31 +91,43 @@ def summarize_extractive(
         return flat
     pieces = _pieces(text)
     first = _cut(pieces[0], budget)
-    chosen = {0}
-    used = len(first)
-    scores = [fact_score(piece) for piece in pieces]
-    if len(pieces) >= 6:  # a dump: a line unlike the others says more than its siblings
-        shapes = [_shape(piece) for piece in pieces]
-        counts = Counter(word for shape in shapes for word in shape)
-        scores = [
-            score + min(3, sum(counts[w] == 1 for w in shape)) if score > 0 else 0
-            for score, shape in zip(scores, shapes, strict=True)
-        ]
-    ranked = sorted(range(1, len(pieces)), key=lambda i: (-scores[i], i))
-    for index in ranked:
-        if scores[index] <= 0:
-            break
-        cost = len(pieces[index]) + len(GAP)
-        if used + cost <= budget:
-            chosen.add(index)
-            used += cost
+    chosen = _chosen_pieces(pieces, _piece_scores(pieces), budget - len(first))
     parts = [first]
     previous = 0
-    for index in sorted(chosen - {0}):
+    for index in chosen:
         parts.append(GAP if index > previous + 1 else " ")
         parts.append(pieces[index])
         previous = index
     return "".join(parts).strip()
+
+
+def _piece_scores(pieces: list[str]) -> list[int]:
+    """`fact_score` of each piece; in a dump (6 pieces or more) a line unlike the others
+    says more than its siblings (+1 per word no other line has, at most +3)."""
+    scores = [fact_score(piece) for piece in pieces]
+    if len(pieces) < 6:
+        return scores
+    shapes = [_shape(piece) for piece in pieces]
+    counts = Counter(word for shape in shapes for word in shape)
+    return [
+        score + min(3, sum(counts[w] == 1 for w in shape)) if score > 0 else 0
+        for score, shape in zip(scores, shapes, strict=True)
+    ]
+
+
+def _chosen_pieces(pieces: list[str], scores: list[int], budget: int) -> list[int]:
+    """The pieces after the first with a positive score that fit ``budget`` characters
+    (with their gap marks), best first, earlier first among equals; in text order."""
+    chosen: list[int] = []
+    used = 0
+    for index in sorted(range(1, len(pieces)), key=lambda i: (-scores[i], i)):
+        if scores[index] <= 0:
+            break
+        cost = len(pieces[index]) + len(GAP)
+        if used + cost <= budget:
+            chosen.append(index)
+            used += cost
+    return sorted(chosen)
 
 
 def summarize_item(
@@ -128,8 +142,6 @@ def summarize_item(
     """
     if summarizer is None:
         return summarize_extractive(item.content, max_tokens=max_tokens)
-    from langchain_core.language_models import BaseChatModel
-
     if isinstance(summarizer, BaseChatModel):
         reply = summarizer.invoke(SUMMARY_PROMPT.format(text=item.content))
         result: Any = str(reply.text)
@@ -146,11 +158,11 @@ def summarize_item(
 
 def check_summarizer(summarizer: Any) -> None:
     """Raise ``ValueError`` naming ``summarizer`` unless it is None, a chat model or callable."""
-    if summarizer is not None and not callable(summarizer):
-        from langchain_core.language_models import BaseChatModel
-
-        if not isinstance(summarizer, BaseChatModel):
-            raise ValueError(
-                "summarizer must be a BaseChatModel or a callable (text) -> str, "
-                f"got {summarizer!r}"
-            )
+    if (
+        summarizer is not None
+        and not callable(summarizer)
+        and not isinstance(summarizer, BaseChatModel)
+    ):
+        raise ValueError(
+            f"summarizer must be a BaseChatModel or a callable (text) -> str, got {summarizer!r}"
+        )

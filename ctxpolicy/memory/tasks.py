@@ -19,6 +19,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+
+from ctxpolicy.memory.messages import message_key
+
 if TYPE_CHECKING:
     from langchain_core.messages import BaseMessage
 
@@ -148,10 +152,6 @@ def task_records(
     ``known_calls``: ``{call id: {"name", "args", "parent_task_id", "agent"}}``) becomes
     a record; its parent is the last HumanMessage before that AIMessage.
     """
-    from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
-
-    from ctxpolicy.memory.messages import message_key
-
     calls: dict[str, Mapping[str, Any]] = dict(known_calls or {})
     parent: str | None = None
     records: dict[str, TaskRecord] = {}

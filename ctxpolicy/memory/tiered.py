@@ -34,6 +34,9 @@ from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast, get_args
 
+from langchain_core.documents import Document
+
+from ctxpolicy.memory.facts import has_value, is_correction, is_question, is_statement, subject_keys
 from ctxpolicy.memory.items import (
     ITEM_KINDS,
     MemoryHit,
@@ -43,11 +46,16 @@ from ctxpolicy.memory.items import (
     new_item_id,
     score_importance,
 )
+from ctxpolicy.memory.messages import analysis_text, describe_message, message_key
 from ctxpolicy.memory.summaries import (
     EXTRACTIVE_MAX_TOKENS,
     check_summarizer,
     summarize_item,
 )
+from ctxpolicy.memory.tasks import TASK_KEY, TASK_SUMMARY_KEY, summarize_task, task_of, task_records
+from ctxpolicy.recall.index import query_terms
+from ctxpolicy.recall.sqlite import SQLiteRecallIndex
+from ctxpolicy.recall.units import split_text
 
 if TYPE_CHECKING:
     from langchain_core.documents import Document
@@ -80,6 +88,22 @@ def _check_size(value: Any, name: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
     return value
+
+
+def _check_add_arguments(
+    content: Any, *, tags: Any, metadata: Any, item_id: Any, tier: Any
+) -> None:
+    """Raise ``ValueError`` naming the first invalid argument of `TieredMemory.add`."""
+    if not isinstance(content, str) or not content.strip():
+        raise ValueError(f"content must be a non-empty string, got {content!r}")
+    if isinstance(tags, str) or not all(isinstance(t, str) for t in tags):
+        raise ValueError(f"tags must be a sequence of strings, got {tags!r}")
+    if metadata is not None and not isinstance(metadata, Mapping):
+        raise ValueError(f"metadata must be a mapping, got {metadata!r}")
+    if item_id is not None and (not isinstance(item_id, str) or not item_id):
+        raise ValueError(f"item_id must be a non-empty string, got {item_id!r}")
+    if tier not in ("l1", "l2"):
+        raise ValueError(f"tier must be 'l1' or 'l2', got {tier!r}")
 
 
 def _check_limit(value: Any, name: str = "limit") -> int:
@@ -158,9 +182,6 @@ def item_subjects(item: MemoryItem) -> frozenset[str]:
     sorted, space-joined lower-case words, so ``"Deploy region"`` given as metadata and
     ``"the deploy region is eu-west-3"`` said in text meet.
     """
-    from ctxpolicy.memory.facts import subject_keys
-    from ctxpolicy.memory.messages import analysis_text
-
     given = [item.metadata.get("subject")]
     given += [tag[len("subject:") :] for tag in item.tags if tag.startswith("subject:")]
     named = {_subject_name(g) for g in given if isinstance(g, str) and g.strip()}
@@ -248,8 +269,6 @@ class TieredMemory:
         self._auto_promote = bool(auto_promote)
         self._vectors = vector_store
         if index is None:
-            from ctxpolicy.recall.sqlite import SQLiteRecallIndex
-
             index = SQLiteRecallIndex(":memory:")
             self._owns_index = True
         else:
@@ -362,20 +381,9 @@ class TieredMemory:
         Raises:
             ValueError: an argument is invalid (the message names it).
         """
-        if not isinstance(content, str) or not content.strip():
-            raise ValueError(f"content must be a non-empty string, got {content!r}")
-        if isinstance(tags, str) or not all(isinstance(t, str) for t in tags):
-            raise ValueError(f"tags must be a sequence of strings, got {tags!r}")
-        if metadata is not None and not isinstance(metadata, Mapping):
-            raise ValueError(f"metadata must be a mapping, got {metadata!r}")
-        if item_id is not None and (not isinstance(item_id, str) or not item_id):
-            raise ValueError(f"item_id must be a non-empty string, got {item_id!r}")
-        if tier not in ("l1", "l2"):
-            raise ValueError(f"tier must be 'l1' or 'l2', got {tier!r}")
+        _check_add_arguments(content, tags=tags, metadata=metadata, item_id=item_id, tier=tier)
         checked_kind = check_kind(kind)
         if importance is None:
-            from ctxpolicy.memory.messages import analysis_text
-
             score = score_importance(
                 kind=checked_kind,
                 metadata=metadata,
@@ -397,12 +405,7 @@ class TieredMemory:
         self._archive[item.seq] = item
         self._latest[item.id] = item.seq
         if tier == "l2":
-            if item.id in self._l2:
-                self._l2_remove(item.id)
-            if len(self._l2) >= self._l2_size:
-                self._l2_remove(self._l2_heap[0][2])  # least important, oldest among equals
-            keys = item_subjects(item) if self._l2_policy == "refresh" else frozenset()
-            self._l2_insert(item, keys)
+            self._put_l2(item)
             return item
         self._l1.append(item)
         self._unoffered.append(item)
@@ -411,6 +414,16 @@ class TieredMemory:
         if self._auto_promote:
             self.promote()
         return item
+
+    def _put_l2(self, item: MemoryItem) -> None:
+        """Put ``item`` into L2 directly (a newer copy of its id replaces the older one; a
+        full L2 evicts its least important item, the oldest among equals)."""
+        if item.id in self._l2:
+            self._l2_remove(item.id)
+        if len(self._l2) >= self._l2_size:
+            self._l2_remove(self._l2_heap[0][2])
+        keys = item_subjects(item) if self._l2_policy == "refresh" else frozenset()
+        self._l2_insert(item, keys)
 
     @_locked
     def add_message(
@@ -426,8 +439,6 @@ class TieredMemory:
         Returns:
             The stored item, or None when the message has no text and no tool calls.
         """
-        from ctxpolicy.memory.messages import describe_message, message_key
-
         content, kind, metadata = describe_message(message)
         key = message_key(message)
         known = self._latest.get(key)
@@ -444,9 +455,6 @@ class TieredMemory:
         Returns:
             The items this call added (messages already known or without text are left out).
         """
-        from ctxpolicy.memory.messages import describe_message, message_key
-        from ctxpolicy.memory.tasks import TASK_KEY, task_records
-
         batch = list(messages)
         records = task_records(batch, known_calls=self._recent_calls())
         parent: str | None = None
@@ -500,8 +508,6 @@ class TieredMemory:
         Raises:
             ValueError: ``limit`` is not an integer >= 1.
         """
-        from ctxpolicy.memory.tasks import task_of
-
         count = None if limit is None else _check_limit(limit)
         found = []
         for seq in sorted(self._archive, reverse=True):
@@ -562,8 +568,6 @@ class TieredMemory:
     def _summary_of(self, item: MemoryItem) -> MemoryItem:
         """The L3 summary of ``item``; a task record's keeps the action, a parameter
         summary and a result summary (`ctxpolicy.memory.tasks.summarize_task`)."""
-        from ctxpolicy.memory.tasks import TASK_SUMMARY_KEY, summarize_task, task_of
-
         task = task_of(item)
         if task is None:
             text = summarize_item(item, self._summarizer, max_tokens=self._summary_tokens)
@@ -645,8 +649,6 @@ class TieredMemory:
 
     def _index_items(self, items: Sequence[MemoryItem]) -> None:
         """Split ``items`` into units and add them to the search index (one transaction)."""
-        from ctxpolicy.recall.units import split_text
-
         entries = []
         for item in items:
             key = self._index_key(item)
@@ -756,8 +758,6 @@ class TieredMemory:
             raise ValueError(f"tiers must be among {', '.join(MEMORY_HIT_TIERS)}; got {tiers!r}")
         if not query.strip():
             return []
-        from ctxpolicy.recall.index import query_terms
-
         terms = query_terms(query)
         pool = max(count * 3 // 2, _POOL) + (len(self._l1) if wanted is not None else 0)
         lexical = self._index.search(self._thread, terms, limit=pool) if terms else []
@@ -784,8 +784,6 @@ class TieredMemory:
             whole = unit.part == 0 and unit.text == item.content.strip()
             analysed = unit.text
             if unit.part == 0:
-                from ctxpolicy.memory.messages import analysis_text
-
                 analysed = analysis_text(unit.text, item.metadata)
             _, answer, correction, question = unit_signals(analysed)
             weight = 0.6 if question else 1.3 if answer else 1.0
@@ -904,16 +902,8 @@ class TieredMemory:
             index=index,
         )
 
-        def items(key: str) -> list[MemoryItem]:
-            raw = data.get(key)
-            if not isinstance(raw, list):
-                raise ValueError(f"memory data field {key!r} must be a list")  # noqa: TRY004
-            return [MemoryItem.from_data(entry) for entry in raw]
-
-        seq = data.get("seq")
-        if isinstance(seq, bool) or not isinstance(seq, int) or seq < 0:
-            raise ValueError(f"memory data field 'seq' must be an integer >= 0, got {seq!r}")
-        memory._seq = seq
+        items = functools.partial(_data_items, data)
+        memory._seq = _data_seq(data)
         memory._l1.extend(items("l1"))
         memory._l3.extend(items("l3"))
         memory._pending.extend(items("pending"))
@@ -928,11 +918,7 @@ class TieredMemory:
         for item in sorted(items("l2"), key=lambda i: i.seq):
             keys = item_subjects(item) if memory._l2_policy == "refresh" else frozenset()
             memory._l2_insert(item, keys)
-        by_id = {i.id: i for i in itertools.chain(memory._pending, memory._l1)}
-        unoffered = data.get("unoffered", [])
-        if not isinstance(unoffered, list) or any(i not in by_id for i in unoffered):
-            raise ValueError("memory data field 'unoffered' must list ids of L1/pending items")
-        memory._unoffered.extend(by_id[i] for i in unoffered)
+        memory._unoffered.extend(_data_unoffered(data, memory))
         count = data.get("l4_count", 0)
         memory._l4_count = count if isinstance(count, int) else 0
         return memory
@@ -995,6 +981,43 @@ class TieredMemory:
         return memory
 
 
+def _data_items(data: Mapping[str, Any], key: str) -> list[MemoryItem]:
+    """The items of memory data field ``key``.
+
+    Raises:
+        ValueError: the field is not a list of item data.
+    """
+    raw = data.get(key)
+    if not isinstance(raw, list):
+        raise ValueError(f"memory data field {key!r} must be a list")  # noqa: TRY004
+    return [MemoryItem.from_data(entry) for entry in raw]
+
+
+def _data_seq(data: Mapping[str, Any]) -> int:
+    """Memory data's ``seq`` (the next item's sequence number).
+
+    Raises:
+        ValueError: it is not an integer >= 0.
+    """
+    seq = data.get("seq")
+    if isinstance(seq, bool) or not isinstance(seq, int) or seq < 0:
+        raise ValueError(f"memory data field 'seq' must be an integer >= 0, got {seq!r}")
+    return seq
+
+
+def _data_unoffered(data: Mapping[str, Any], memory: TieredMemory) -> list[MemoryItem]:
+    """The L1/pending items of ``memory`` that memory data lists as not offered to L2 yet.
+
+    Raises:
+        ValueError: ``unoffered`` is not a list of ids of L1/pending items.
+    """
+    by_id = {i.id: i for i in itertools.chain(memory._pending, memory._l1)}
+    unoffered = data.get("unoffered", [])
+    if not isinstance(unoffered, list) or any(i not in by_id for i in unoffered):
+        raise ValueError("memory data field 'unoffered' must list ids of L1/pending items")
+    return [by_id[i] for i in unoffered]
+
+
 def _fields(item: MemoryItem) -> dict[str, Any]:
     return {
         "id": item.id,
@@ -1009,8 +1032,6 @@ def _fields(item: MemoryItem) -> dict[str, Any]:
 
 def _old_l4_items(raw: Any) -> list[MemoryItem]:
     """The items of format-1 data's L4 documents (their summaries)."""
-    from langchain_core.documents import Document
-
     if raw is None:
         return []
     if not isinstance(raw, list):
@@ -1033,8 +1054,6 @@ def _matched_terms_cached(text: str, terms: tuple[str, ...]) -> frozenset[str]:
 def unit_signals(text: str) -> tuple[bool, bool, bool, bool]:
     """``(statement or correction, statement holding a value, correction, question)`` of a
     unit's text (cached)."""
-    from ctxpolicy.memory.facts import has_value, is_correction, is_question, is_statement
-
     flat = _SPACES.sub(" ", text).strip()
     if is_question(flat):
         return False, False, False, True
@@ -1045,8 +1064,6 @@ def unit_signals(text: str) -> tuple[bool, bool, bool, bool]:
 
 def _unit_text(hit: MemoryHit) -> str:
     """A hit's text for analysis: a tool result's first unit without ``name -> ``."""
-    from ctxpolicy.memory.messages import analysis_text
-
     return analysis_text(hit.content, hit.metadata) if hit.part == 0 else hit.content
 
 
@@ -1076,25 +1093,13 @@ def _newer_first(
         key=lambda j: (signals[j][1], signals[j][2], hits[j].seq, hits[j].part),
         reverse=True,
     )
-    supersets: dict[frozenset[str], list[int]] = {}
+    newer = _NewerStatements(hits, subjects, preferred)
     taken: set[int] = set()
     out: list[MemoryHit] = []
-    for i, hit in enumerate(hits):
+    for i in range(len(hits)):
         if i in taken or (primary is not None and not primary[i]):
             continue
-        mine = subjects[i]
-        newer: list[int] = []
-        if mine:
-            candidates = supersets.get(mine)
-            if candidates is None:
-                candidates = supersets[mine] = [j for j in preferred if mine <= subjects[j]]
-            position = (hit.seq, hit.part)
-            for j in candidates:
-                if j != i and j not in taken and (hits[j].seq, hits[j].part) > position:
-                    newer.append(j)
-                    if len(newer) >= _NEWER_PER_HIT:
-                        break
-        group = [*newer, i]
+        group = [*newer.before(i, taken), i]
         if len(out) + len(group) > limit:
             continue
         out.extend(hits[j] for j in group)
@@ -1102,6 +1107,38 @@ def _newer_first(
         if len(out) >= limit:
             break
     return out
+
+
+class _NewerStatements:
+    """For `_newer_first`: the newer statements about a hit's terms (at most
+    `_NEWER_PER_HIT`, preferred ones first), candidates cached per term set."""
+
+    def __init__(
+        self, hits: list[MemoryHit], subjects: list[frozenset[str]], preferred: list[int]
+    ) -> None:
+        self.hits = hits
+        self.subjects = subjects
+        self.preferred = preferred
+        self.supersets: dict[frozenset[str], list[int]] = {}
+
+    def before(self, i: int, taken: set[int]) -> list[int]:
+        """The statements to put before hit ``i`` (none taken yet, newer than it)."""
+        mine = self.subjects[i]
+        if not mine:
+            return []
+        candidates = self.supersets.get(mine)
+        if candidates is None:
+            candidates = [j for j in self.preferred if mine <= self.subjects[j]]
+            self.supersets[mine] = candidates
+        hits = self.hits
+        position = (hits[i].seq, hits[i].part)
+        newer: list[int] = []
+        for j in candidates:
+            if j != i and j not in taken and (hits[j].seq, hits[j].part) > position:
+                newer.append(j)
+                if len(newer) >= _NEWER_PER_HIT:
+                    break
+        return newer
 
 
 def load_summaries(store: BaseStore, *, namespace: tuple[str, ...]) -> Iterable[MemoryItem]:

@@ -14,12 +14,13 @@ See docs/recall.md, "Indexing".
 from __future__ import annotations
 
 import hashlib
+import json
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ctxpolicy.recall.units import Unit, UnitSize, message_text, split_message
+from ctxpolicy.recall.units import Unit, UnitSize, split_message
 
 if TYPE_CHECKING:
     from langchain_core.messages import BaseMessage
@@ -27,14 +28,27 @@ if TYPE_CHECKING:
     from ctxpolicy.recall.index import RecallIndex
 
 
-def message_key(message: BaseMessage, position: int) -> str:
-    """The id recall uses for ``message``: its ``id``, else a digest of position and text."""
+def message_key(message: BaseMessage, position: int | None = None) -> str:
+    """The id a message is indexed (recall) or recorded (memory) under.
+
+    Its ``id`` when it has one; else a digest of its type, text, tool calls and tool call
+    id: ``~<digest>`` without ``position`` (memory: an id-less message with the same
+    content is recorded once), ``~<position>:<digest>`` with it (recall: the same text
+    at two places of a session is two messages).
+    """
     if message.id:
         return str(message.id)
+    call_id = str(getattr(message, "tool_call_id", "") or "")
+    calls = json.dumps(
+        [[c.get("name"), c.get("args"), c.get("id")] for c in getattr(message, "tool_calls", [])],
+        sort_keys=True,
+        ensure_ascii=False,
+        default=str,
+    )
     digest = hashlib.blake2b(
-        f"{message.type}\x00{message_text(message)}".encode(), digest_size=8
+        f"{message.type}\x00{call_id}\x00{calls}\x00{message.text}".encode(), digest_size=12
     ).hexdigest()
-    return f"~{position}:{digest}"
+    return f"~{digest}" if position is None else f"~{position}:{digest}"
 
 
 def thread_key(history: Sequence[BaseMessage], explicit: str | None = None) -> str:

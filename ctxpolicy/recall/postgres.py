@@ -299,11 +299,7 @@ class PostgresRecallIndex:
         if not messages:
             return 0
         thread = _clean(thread)
-        first: dict[str, tuple[int, list[tuple[Unit, int]]]] = {}
-        for position, message_id, units in messages:
-            key = _clean(message_id)
-            if key not in first:
-                first[key] = (position, [(unit, _tokens(unit)) for unit in units])
+        first = _first_of_each(messages)
         insert = sql.SQL(
             "INSERT INTO {message} (thread, message_id, position, units, tokens) "
             "SELECT %s, m, p, n, k "
@@ -331,29 +327,18 @@ class PostgresRecallIndex:
                 with cur.copy(copy) as out:
                     for message_id in sorted(new, key=lambda m: first[m][0]):
                         for unit, tokens in first[message_id][1]:
-                            out.write_row(
-                                (
-                                    thread,
-                                    _clean(unit.message_id),
-                                    unit.position,
-                                    unit.part,
-                                    _clean(unit.role),
-                                    None if unit.tool is None else _clean(unit.tool),
-                                    unit.start_line,
-                                    unit.end_line,
-                                    _clean(unit.text),
-                                    _clean(unit.context),
-                                    tokens,
-                                    states_value(unit.text),
-                                )
-                            )
+                            out.write_row(_unit_row(thread, unit, tokens))
                             added_units += 1
         if added_units:
-            with self._stats_lock:
-                stats = self._stats.get(thread)
-                if stats is not None:
-                    stats.added += added_units
+            self._count_added(thread, added_units)
         return len(new)
+
+    def _count_added(self, thread: str, units: int) -> None:
+        """Add ``units`` to the cached unit count of ``thread`` (if it is cached)."""
+        with self._stats_lock:
+            stats = self._stats.get(thread)
+            if stats is not None:
+                stats.added += units
 
     def _count_query(self, with_units: bool, terms: int) -> Composed:
         """The thread's units and tokens (if asked), then how many units match each term.
@@ -389,17 +374,19 @@ class PostgresRecallIndex:
             self._count_sql[key] = found
         return found
 
+    def _cached_stats(self, thread: str, now: float) -> tuple[_ThreadStats | None, set[str]]:
+        """The thread's cached counts while fresh (None otherwise), and the terms they cover."""
+        with self._stats_lock:
+            stats = self._stats.get(thread)
+            if stats is None or stats.stale(now):
+                return None, set()
+            self._stats.move_to_end(thread)
+            return stats, set(stats.postings)
+
     def _thread_stats(self, thread: str, terms: Sequence[str]) -> _ThreadStats:
         """The thread's counts, covering ``terms``: from the cache while it is fresh."""
         now = time.monotonic()
-        known: set[str] = set()
-        with self._stats_lock:
-            stats = self._stats.get(thread)
-            if stats is not None and stats.stale(now):
-                stats = None
-            if stats is not None:
-                self._stats.move_to_end(thread)
-                known = set(stats.postings)
+        stats, known = self._cached_stats(thread, now)
         missing = list(dict.fromkeys(t for t in terms if t not in known))
         if stats is not None and not missing:
             return stats
@@ -534,6 +521,36 @@ class PostgresRecallIndex:
             return
         self._closed = True
         self._pool.close()
+
+
+def _first_of_each(
+    messages: Sequence[tuple[int, str, Sequence[Unit]]],
+) -> dict[str, tuple[int, list[tuple[Unit, int]]]]:
+    """``{clean message id: (position, [(unit, tokens)])}``, the first entry of each id."""
+    first: dict[str, tuple[int, list[tuple[Unit, int]]]] = {}
+    for position, message_id, units in messages:
+        key = _clean(message_id)
+        if key not in first:
+            first[key] = (position, [(unit, _tokens(unit)) for unit in units])
+    return first
+
+
+def _unit_row(thread: str, unit: Unit, tokens: int) -> tuple[Any, ...]:
+    """The row of ``unit`` in the unit table (COPY order)."""
+    return (
+        thread,
+        _clean(unit.message_id),
+        unit.position,
+        unit.part,
+        _clean(unit.role),
+        None if unit.tool is None else _clean(unit.tool),
+        unit.start_line,
+        unit.end_line,
+        _clean(unit.text),
+        _clean(unit.context),
+        tokens,
+        states_value(unit.text),
+    )
 
 
 def _tsquery(i: int) -> Composed:

@@ -17,9 +17,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ctxpolicy.errors import CollectorError
+from ctxpolicy.recall.dense import DenseUnits
 from ctxpolicy.recall.index import RecallHit, RecallIndex, query_terms
 from ctxpolicy.recall.ingest import HistorySync, message_key, thread_key
+from ctxpolicy.recall.postgres import PostgresRecallIndex
 from ctxpolicy.recall.select import DEFAULT_HEADER, RecalledUnit, select_units
+from ctxpolicy.recall.sqlite import SQLiteRecallIndex
 from ctxpolicy.recall.units import Unit, UnitSize
 
 if TYPE_CHECKING:
@@ -94,20 +97,14 @@ def open_index(spec: RecallCollectorSpec, services: Mapping[str, Any]) -> Recall
             )
         return found
     if spec.backend == "memory":
-        from ctxpolicy.recall.sqlite import SQLiteRecallIndex
-
         return SQLiteRecallIndex(":memory:")
     if spec.backend == "sqlite":
-        from ctxpolicy.recall.sqlite import SQLiteRecallIndex
-
         path = os.environ.get(spec.path_env) or spec.path
         if not path:
             raise CollectorError(
                 "recall", f"backend sqlite needs 'path' or the variable {spec.path_env}"
             )
         return SQLiteRecallIndex(path)
-    from ctxpolicy.recall.postgres import PostgresRecallIndex
-
     dsn = os.environ.get(spec.dsn_env)
     if not dsn:
         raise CollectorError(
@@ -195,8 +192,6 @@ class Recaller:
     def _dense_hits(self, request: RecallRequest, thread: str) -> list[RecallHit]:
         if self.spec.embeddings is None:
             return []
-        from ctxpolicy.recall.dense import DenseUnits
-
         embeddings = request.services.get(self.spec.embeddings)
         if embeddings is None or not hasattr(embeddings, "embed_query"):
             raise CollectorError(
@@ -209,33 +204,40 @@ class Recaller:
         store.sync(request.history)
         return store.search(request.query or "", limit=self.spec.candidates)
 
+    def _search(
+        self, request: RecallRequest, thread: str, key: tuple[str, str, int, str]
+    ) -> tuple[list[RecallHit], list[str], int, int]:
+        """Index the history's new messages and rank: ``(hits, terms, offset, indexed)``
+        (no hits when the query has no terms). A repeated recall of the same call (the
+        engine's spare, wider step) reuses the previous search once."""
+        last = self._last
+        if request.repeat and last is not None and last[0] == key:
+            _, hits, terms, offset = last
+            self._last = None  # one reuse: the wider recall right after the first
+            return hits, terms, offset, 0
+        synced = self.sync.sync(thread, request.history)
+        terms = query_terms(request.query or "")
+        if not terms:
+            return [], terms, synced.offset, synced.added
+        ranked = self.index.search(thread, terms, limit=self.spec.candidates)
+        dense = self._dense_hits(request, thread)
+        if dense:
+            ranked = fuse_rankings(
+                [(self.spec.weights.bm25, ranked), (self.spec.weights.dense, dense)]
+            )
+        hits = [*self._memory_hits(request.services, request.query or ""), *ranked]
+        self._last = (key, hits, terms, synced.offset)
+        return hits, terms, synced.offset, synced.added
+
     def recall(self, request: RecallRequest) -> RecallResult:
         """Index the history's new messages, search, and pack the layer."""
         history = request.history
         thread = thread_key(history, request.thread_id)
-        query = request.query or ""
-        # a second, wider recall of the same call (the engine's spare step) reuses the search
         last_key = message_key(history[-1], len(history) - 1) if history else ""
-        key = (thread, query, len(history), last_key)
-        last = self._last
-        if request.repeat and last is not None and last[0] == key:
-            _, hits, terms, offset = last
-            indexed = 0
-            self._last = None  # one reuse: the wider recall right after the first
-        else:
-            synced = self.sync.sync(thread, history)
-            indexed, offset = synced.added, synced.offset
-            terms = query_terms(query)
-            if not terms:
-                return RecallResult(None, (), indexed, thread)
-            ranked = self.index.search(thread, terms, limit=self.spec.candidates)
-            dense = self._dense_hits(request, thread)
-            if dense:
-                ranked = fuse_rankings(
-                    [(self.spec.weights.bm25, ranked), (self.spec.weights.dense, dense)]
-                )
-            hits = [*self._memory_hits(request.services, query), *ranked]
-            self._last = (key, hits, terms, offset)
+        key = (thread, request.query or "", len(history), last_key)
+        hits, terms, offset, indexed = self._search(request, thread, key)
+        if not terms:
+            return RecallResult(None, (), indexed, thread)
 
         def in_history(position: int, message_id: str) -> bool:
             at = position - offset

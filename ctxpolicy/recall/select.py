@@ -189,69 +189,93 @@ def select_units(
     candidates = _missing_from_prompt(
         hits, in_history=in_history, kept_from=kept_from, prompt_text=prompt_text
     )
-    pattern = _terms_pattern(terms)
-    # only a statement can be corrected (the index marked them; memory units are checked)
-    subjects = [
-        _statement_subject(h.unit.text, pattern)
-        if h.unit.statement or h.unit.position < 0
-        else frozenset()
-        for h in candidates
-    ]
-    lines: dict[int, str] = {}
-    costs: dict[int, int] = {}
-
-    def cost_of(j: int) -> int:
-        found = costs.get(j)
-        if found is None:
-            lines[j] = render_line(candidates[j])
-            found = costs[j] = count_tokens(lines[j] + "\n")
-        return found
-
-    def newer_about_same(i: int) -> list[int]:
-        mine = subjects[i]
-        if not mine:
-            return []
-        position = candidates[i].unit.position
-        return [
-            j
-            for j, other in enumerate(subjects)
-            if j != i and candidates[j].unit.position > position and mine <= other
-        ]
-
-    chosen: set[int] = set()
-    refused: set[int] = set()
-    used = 0
-    for i in range(len(candidates)):
-        if budget - used < MIN_LINE_TOKENS:
-            break
-        if i in chosen or i in refused:
-            continue
-        group = [i, *(j for j in newer_about_same(i) if j not in chosen)]
-        if any(j in refused for j in group[1:]):
-            refused.add(i)
-            continue
-        cost = sum(cost_of(j) for j in group)
-        if used + cost > budget:
-            refused.add(i)
-            continue
-        chosen.update(group)
-        used += cost
-    order = sorted(chosen, key=lambda j: (candidates[j].unit.position, candidates[j].unit.part))
+    packing = _Packing(candidates, _terms_pattern(terms), count_tokens)
+    order = packing.choose(budget)
     if not order:
         return None, ()
-    text = "\n".join([header, *(lines[j] for j in order)] if header else [lines[j] for j in order])
+    lines = [packing.lines[j] for j in order]
+    text = "\n".join([header, *lines] if header else lines)
     units = tuple(
         RecalledUnit(
             label=candidates[j].unit.label(),
             source=candidates[j].source,
             score=candidates[j].score,
-            tokens=costs[j],
+            tokens=packing.costs[j],
             message_id=candidates[j].unit.message_id,
             text=candidates[j].unit.text,
         )
         for j in order
     )
     return text, units
+
+
+class _Packing:
+    """Rules 2 and 3 of `select_units` over the candidates (best first): each taken with
+    the newer statements about the same subject, or not at all; lines rendered and
+    counted once."""
+
+    def __init__(
+        self,
+        candidates: Sequence[RecallHit],
+        pattern: re.Pattern[str] | None,
+        count_tokens: Callable[[str], int],
+    ) -> None:
+        self.candidates = candidates
+        self.count_tokens = count_tokens
+        # only a statement can be corrected (the index marked them; memory units are checked)
+        self.subjects = [
+            _statement_subject(h.unit.text, pattern)
+            if h.unit.statement or h.unit.position < 0
+            else frozenset()
+            for h in candidates
+        ]
+        self.lines: dict[int, str] = {}
+        self.costs: dict[int, int] = {}
+
+    def cost_of(self, j: int) -> int:
+        """Tokens of candidate ``j``'s line (rendered on first use)."""
+        found = self.costs.get(j)
+        if found is None:
+            self.lines[j] = render_line(self.candidates[j])
+            found = self.costs[j] = self.count_tokens(self.lines[j] + "\n")
+        return found
+
+    def newer_about_same(self, i: int) -> list[int]:
+        """The candidates newer than ``i`` that state something about its subject."""
+        mine = self.subjects[i]
+        if not mine:
+            return []
+        position = self.candidates[i].unit.position
+        return [
+            j
+            for j, other in enumerate(self.subjects)
+            if j != i and self.candidates[j].unit.position > position and mine <= other
+        ]
+
+    def choose(self, budget: int) -> list[int]:
+        """The chosen candidates within ``budget`` tokens, in session order."""
+        chosen: set[int] = set()
+        refused: set[int] = set()
+        used = 0
+        for i in range(len(self.candidates)):
+            if budget - used < MIN_LINE_TOKENS:
+                break
+            if i in chosen or i in refused:
+                continue
+            group = [i, *(j for j in self.newer_about_same(i) if j not in chosen)]
+            cost = None if any(j in refused for j in group[1:]) else self._cost(group)
+            if cost is None or used + cost > budget:
+                refused.add(i)
+                continue
+            chosen.update(group)
+            used += cost
+        return sorted(
+            chosen,
+            key=lambda j: (self.candidates[j].unit.position, self.candidates[j].unit.part),
+        )
+
+    def _cost(self, group: Sequence[int]) -> int:
+        return sum(self.cost_of(j) for j in group)
 
 
 __all__ = [

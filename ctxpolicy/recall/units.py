@@ -91,14 +91,6 @@ class Unit:
         return " ".join(parts)
 
 
-def message_text(message: BaseMessage) -> str:
-    """The text of a message (string content, or the text blocks of a content list)."""
-    content = message.content
-    if isinstance(content, str):
-        return content
-    return str(message.text)
-
-
 def states_value(text: str) -> bool:
     """Whether ``text`` reads as a statement of a value (``X is eu-west-3``, ``port = 6432``,
     ``-> INC-48213``, ``"value": "7f3a9c"``, ``owner is Ingrid Solberg``).
@@ -131,18 +123,23 @@ def _json_records(text: str) -> list[str] | None:
         data = json.loads(stripped)
     except ValueError:
         return None
-    items: list[Any]
-    if isinstance(data, list):
-        items = data
-    elif isinstance(data, dict):
-        lists = [v for v in data.values() if isinstance(v, list) and v]
-        if len(lists) == 1 and len(data) <= 4:
-            items = lists[0]
-        else:
-            items = [{k: v} for k, v in data.items()]
-    else:
+    items = _records_of(data)
+    if items is None:
         return None
     return [json.dumps(item, ensure_ascii=False, separators=(", ", ": ")) for item in items]
+
+
+def _records_of(data: Any) -> list[Any] | None:
+    """A list's items; an object's one non-empty list (when it has at most 4 keys), else
+    its entries one by one; None for a scalar."""
+    if isinstance(data, list):
+        return data
+    if not isinstance(data, dict):
+        return None
+    lists = [v for v in data.values() if isinstance(v, list) and v]
+    if len(lists) == 1 and len(data) <= 4:
+        return list(lists[0])
+    return [{k: v} for k, v in data.items()]
 
 
 def _sentences(block: str, min_chars: int) -> list[str]:
@@ -165,33 +162,42 @@ def _sentences(block: str, min_chars: int) -> list[str]:
     return out
 
 
-def _spans(text: str, size: UnitSize) -> Iterator[tuple[int, int, str, str]]:
-    """``(start_line, end_line, text, context)`` pieces: sentences of prose, else lines."""
-    lines = text.split("\n")
-    dump = any(p.count("\n") >= 2 for p in _PARAGRAPH.split(text.strip("\n")))
-    if dump:  # a log dump or a table: every line a unit, the first line as context
-        head = next((ln.strip() for ln in lines if ln.strip()), "")[:MAX_CONTEXT_CHARS]
-        for number, line in enumerate(lines, start=1):
-            if line.strip():
-                for piece in _chunks(line.strip(), size.max_chars):
-                    yield number, number, piece, "" if piece.startswith(head) else head
-        return
-    # prose: paragraphs of at most two lines, split into sentences; the sentence before
-    # a sentence is its context (what "it" refers to)
+def _dump_spans(lines: list[str], size: UnitSize) -> Iterator[tuple[int, int, str, str]]:
+    """A log dump or a table: every line a unit, the first line as context."""
+    head = next((ln.strip() for ln in lines if ln.strip()), "")[:MAX_CONTEXT_CHARS]
+    for number, line in enumerate(lines, start=1):
+        if line.strip():
+            for piece in _chunks(line.strip(), size.max_chars):
+                yield number, number, piece, "" if piece.startswith(head) else head
+
+
+def _paragraphs(lines: list[str]) -> Iterator[tuple[int, int, str]]:
+    """``(start_line, end_line, text)`` of the blank-line separated paragraphs."""
     start = 0
-    previous = ""
     for number, line in enumerate([*lines, ""], start=1):
         if line.strip():
             if not start:
                 start = number
             continue
         if start:
-            block = " ".join(ln.strip() for ln in lines[start - 1 : number - 1])
-            for sentence in _sentences(block, size.min_chars):
-                for piece in _chunks(sentence, size.max_chars):
-                    yield start, number - 1, piece, previous[-MAX_CONTEXT_CHARS:]
-                    previous = piece
+            yield start, number - 1, " ".join(ln.strip() for ln in lines[start - 1 : number - 1])
             start = 0
+
+
+def _spans(text: str, size: UnitSize) -> Iterator[tuple[int, int, str, str]]:
+    """``(start_line, end_line, text, context)`` pieces: sentences of prose, else lines."""
+    lines = text.split("\n")
+    if any(p.count("\n") >= 2 for p in _PARAGRAPH.split(text.strip("\n"))):
+        yield from _dump_spans(lines, size)
+        return
+    # prose: paragraphs of at most two lines, split into sentences; the sentence before
+    # a sentence is its context (what "it" refers to)
+    previous = ""
+    for start, end, block in _paragraphs(lines):
+        for sentence in _sentences(block, size.min_chars):
+            for piece in _chunks(sentence, size.max_chars):
+                yield start, end, piece, previous[-MAX_CONTEXT_CHARS:]
+                previous = piece
 
 
 @dataclass(frozen=True, slots=True)
@@ -268,7 +274,7 @@ def split_message(
         call_id = getattr(message, "tool_call_id", None)
         tool = message.name or (tool_names or {}).get(call_id or "")
     units = split_text(
-        message_text(message),
+        str(message.text),
         message_id=message_id,
         position=position,
         role=role,
@@ -290,7 +296,6 @@ __all__ = [
     "MIN_UNIT_CHARS",
     "Unit",
     "UnitSize",
-    "message_text",
     "split_message",
     "split_text",
     "states_value",

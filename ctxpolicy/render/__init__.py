@@ -1,24 +1,14 @@
-"""Rendering of previews for people: coloured terminal bars and a self-contained HTML page.
+"""Renderers of a composed call for people and programs: text, JSON, a self-contained page.
 
-Both renderers read plain preview data (the JSON shape documented in
-`ctxpolicy.render.view`), never engine objects, so they import nothing heavy.
+`ctxpolicy.render.formats` chooses a renderer by name (``text``, ``json``, ``html``);
+each takes a `ctxpolicy.render.view.Preview` (the typed result of one call) and returns
+a string. `ctxpolicy.render.terminal` holds the colour helpers and token bars. This
+package's ``__init__`` imports nothing, so the light commands (``diff``, ``validate``)
+can use the terminal helpers without loading the HTML templates or langchain-core.
 """
 
-from ctxpolicy.render.html import render_preview_html
-from ctxpolicy.render.terminal import (
-    color_enabled,
-    format_layer_bars,
-    format_preview_layers,
-    format_stacked_bar,
-)
-from ctxpolicy.render.view import PreviewView, build_view
+#: Version of every ``--format json`` output of the CLI (validate, preview, compile, diff).
+#: It changes only when a key is removed or changes meaning; new keys may appear within one.
+FORMAT_VERSION = 1
 
-__all__ = [
-    "PreviewView",
-    "build_view",
-    "color_enabled",
-    "format_layer_bars",
-    "format_preview_layers",
-    "format_stacked_bar",
-    "render_preview_html",
-]
+__all__ = ["FORMAT_VERSION"]

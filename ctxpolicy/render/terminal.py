@@ -6,17 +6,18 @@ that render ANSI). Without colour every bar is plain text that reads on its own:
 characters for the per-layer bars, and one distinct symbol per layer (with a legend)
 for the stacked bar.
 
-The functions take the normalized preview (`ctxpolicy.render.view.build_view`) or its
-plain-data form, and return strings: printing is the caller's job.
+The functions take the rows of a preview (`ctxpolicy.render.view.build_view`) and return
+strings: printing is the caller's job.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Mapping, Sequence
-from typing import Any, Protocol
+from typing import Protocol
 
-from ctxpolicy.render.view import LayerView, PreviewView, build_view
+from ctxpolicy.render.view import LayerView, PreviewView
 
 __all__ = [
     "allocate_cells",
@@ -50,8 +51,6 @@ def color_enabled(
         stream: The output stream (``sys.stdout`` when None).
         environ: The environment (``os.environ`` when None).
     """
-    import sys
-
     env = os.environ if environ is None else environ
     if env.get("NO_COLOR", ""):
         return False
@@ -94,33 +93,32 @@ def allocate_cells(values: Sequence[int], *, total: int, width: int) -> list[int
         return [0] * len(values)
     denominator = max(total, sum(values), 1)
     exact = [max(v, 0) * width / denominator for v in values]
-    cells = [int(x) for x in exact]
-    budget = min(width, round(sum(exact)))
-    order = sorted(range(len(values)), key=lambda i: exact[i] - cells[i], reverse=True)
-    for i in order:
-        if sum(cells) >= budget:
-            break
-        cells[i] += 1
-    for i, value in enumerate(values):
-        if value > 0 and cells[i] == 0 and sum(cells) < width:
-            cells[i] = 1
-    while sum(cells) > width:  # pragma: no cover - guarded above; keep the invariant
-        cells[max(range(len(cells)), key=lambda j: cells[j])] -= 1
+    cells = _largest_remainder(exact, budget=min(width, round(sum(exact))))
+    _keep_visible(cells, values, width=width)
     return cells
 
 
-def _view(preview: PreviewView | Mapping[str, Any]) -> PreviewView:
-    return preview if isinstance(preview, PreviewView) else build_view(preview)
+def _largest_remainder(exact: Sequence[float], *, budget: int) -> list[int]:
+    """Whole cells for ``exact`` shares: floors, then one more for the largest remainders."""
+    cells = [int(x) for x in exact]
+    order = sorted(range(len(exact)), key=lambda i: exact[i] - cells[i], reverse=True)
+    for i in order[: max(0, budget - sum(cells))]:
+        cells[i] += 1
+    return cells
 
 
-def format_stacked_bar(
-    preview: PreviewView | Mapping[str, Any], *, width: int = 60, color: bool = False
-) -> list[str]:
+def _keep_visible(cells: list[int], values: Sequence[int], *, width: int) -> None:
+    """Give every positive value at least one cell while free cells remain."""
+    for i, value in enumerate(values):
+        if value > 0 and cells[i] == 0 and sum(cells) < width:
+            cells[i] = 1
+
+
+def format_stacked_bar(view: PreviewView, *, width: int = 60, color: bool = False) -> list[str]:
     """One bar of the whole window: a segment per included layer, then the free share.
 
     Returns the bar line and a legend line (symbols or colours per layer).
     """
-    view = _view(preview)
     included = [layer for layer in view.included if layer.tokens > 0]
     cells = allocate_cells(
         [layer.tokens for layer in included], total=view.available_tokens, width=width
@@ -167,15 +165,12 @@ def _layer_line(
     return line
 
 
-def format_layer_bars(
-    preview: PreviewView | Mapping[str, Any], *, width: int = 24, color: bool = False
-) -> list[str]:
+def format_layer_bars(view: PreviewView, *, width: int = 24, color: bool = False) -> list[str]:
     """One line per layer of the policy order: tokens against its cap, share of window.
 
     Included layers show a bar of ``tokens / cap``, the tokens, the cap, the share of the
     available window and any cut; excluded layers show why they are out.
     """
-    view = _view(preview)
     name_width = max((len(layer.name) for layer in view.layers), default=0)
     lines: list[str] = []
     index = 0
@@ -201,11 +196,8 @@ def format_layer_bars(
     return lines
 
 
-def format_preview_layers(
-    preview: PreviewView | Mapping[str, Any], *, color: bool = False, width: int = 60
-) -> str:
+def format_preview_layers(view: PreviewView, *, color: bool = False, width: int = 60) -> str:
     """The layer section of a text preview: stacked bar, legend, then one line per layer."""
-    view = _view(preview)
     head = paint(
         f"process {view.process}: {len(view.included)} of {len(view.layers)} layers",
         "bold",

@@ -1,37 +1,12 @@
-"""The preview data the renderers read, normalized from plain JSON-like data.
+"""What the renderers read: one composed call (`Preview`) and its rows (`PreviewView`).
 
-Renderers take the JSON shape of a preview (what ``ctxpolicy preview --format json``
-prints) so they stay independent of the engine and easy to test::
-
-    {
-      "policy": "datapillar",                 # optional: policy name
-      "source": "policies/base.yaml",         # optional: policy file
-      "process": "react",
-      "query_path": "checkpoint",             # optional
-      "tokenizer": "cl100k_base",             # optional
-      "available_tokens": 115200,
-      "total_tokens": 1830,                   # optional: summed from layers if absent
-      "layers": [                             # every layer of the policy order, in order
-        {"name": "knowledge__context", "kind": "block", "included": true,
-         "reason": "shared layer; ...", "tokens": 420, "cap": 420, "base_cap": 11520,
-         "messages": 1, "demand": 420, "source": "collector",
-         "cuts": [{"action": "truncated", "tokens": 80, "messages": 0, "cap": 400,
-                   "rule": "truncate_tail"}],
-         "error": null, "notes": []}
-      ],
-      "messages": [                           # the composed input, in order
-        {"type": "system", "content": "...", "layer": "knowledge__context", "tokens": 420}
-      ],
-      "warnings": ["..."]                     # optional
-    }
-
-This is ``ComposeReport.to_dict()`` plus ``messages`` (and optionally ``policy`` and
-``source``). The output of ``ctxpolicy preview --format json`` is accepted as it is:
-``{"plan": {...}, "report": {...}, "messages": [{"layer": ..., "type": ...,
-"data": {"content": ...}}]}`` (langchain-core's ``message_to_dict`` form) is unfolded
-into the shape above. Lenient on purpose: messages may say ``role`` instead of
-``type``; content may be a string or a list of content blocks; a message without
-``layer`` is attributed to layers by their ``messages`` counts.
+A `Preview` holds the typed results of a call: the `ComposeResult` (messages and
+`ComposeReport`), the `LayerPlan` it ran under, and where it came from (policy name,
+file, window). Every renderer (`ctxpolicy.render.formats`) takes one. `build_view`
+derives from it the rows people look at: one `LayerView` per layer of the policy order
+(cuts and recalled units described in words) and one `MessageView` per composed message,
+attributed to the layer that produced it. No renderer parses JSON: the JSON output
+(`ctxpolicy.render.data`) is itself built from the typed values' ``to_dict()``.
 """
 
 from __future__ import annotations
@@ -39,11 +14,58 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["LayerView", "MessageView", "PreviewView", "build_view"]
+if TYPE_CHECKING:
+    from langchain_core.messages import BaseMessage
 
-_ROLE_ALIASES = {"user": "human", "assistant": "ai", "developer": "system"}
+    from ctxpolicy.engine import ComposeResult
+    from ctxpolicy.plan import LayerPlan
+    from ctxpolicy.policy import Policy
+    from ctxpolicy.recall.select import RecalledUnit
+    from ctxpolicy.report import LayerReport
+
+__all__ = ["LayerView", "MessageView", "Preview", "PreviewView", "build_view"]
+
+
+@dataclass(frozen=True, slots=True)
+class Preview:
+    """One composed call to render, and where it came from.
+
+    Attributes:
+        result: The composed messages, the report and what to persist.
+        plan: The plan of the call's process.
+        policy: The policy's name.
+        source: The policy (or manifest) file, as the user named it.
+        context_window: The model's window in tokens.
+        output_reserve: The share of the window kept for the answer.
+    """
+
+    result: ComposeResult
+    plan: LayerPlan
+    policy: str
+    source: str
+    context_window: int
+    output_reserve: float
+
+    @classmethod
+    def of(cls, result: ComposeResult, plan: LayerPlan, *, policy: Policy, source: str) -> Preview:
+        """The preview of ``result`` composed under ``policy`` (read from ``source``)."""
+        return cls(
+            result=result,
+            plan=plan,
+            policy=policy.name,
+            source=source,
+            context_window=policy.model.context_window,
+            output_reserve=policy.budget.output_reserve,
+        )
+
+    @property
+    def message_layers(self) -> tuple[str, ...]:
+        """The layer of each composed message, in order (from the layers' message counts)."""
+        return tuple(
+            layer.name for layer in self.result.report.layers for _ in range(layer.messages)
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,15 +94,22 @@ class LayerView:
         """The cap its ratio gives the layer (``base_cap``), else its final cap."""
         return self.base_cap if self.base_cap is not None else self.cap
 
+    @property
+    def raised_cap(self) -> int | None:
+        """The final cap when redistribution raised it above the ratio's cap, else None."""
+        share = self.share_cap
+        if self.included and self.cap is not None and share is not None and self.cap > share:
+            return self.cap
+        return None
+
 
 @dataclass(frozen=True, slots=True)
 class MessageView:
-    """One composed message."""
+    """One composed message, as text."""
 
     role: str
     content: str
     layer: str | None
-    tokens: int | None
     name: str | None = None
     tool_calls: tuple[str, ...] = ()
     tool_call_id: str | None = None
@@ -88,7 +117,7 @@ class MessageView:
 
 @dataclass(frozen=True, slots=True)
 class PreviewView:
-    """A whole preview, normalized."""
+    """A whole preview, as rows."""
 
     policy: str | None
     source: str | None
@@ -107,15 +136,8 @@ class PreviewView:
         return tuple(layer for layer in self.layers if layer.included)
 
 
-def _int(value: Any, default: int = 0) -> int:
-    if isinstance(value, bool):
-        return default
-    if isinstance(value, int | float):
-        return int(value)
-    return default
-
-
-def _text(content: Any) -> str:
+def content_text(content: Any) -> str:
+    """A message's content as text: content blocks joined by newlines."""
     if isinstance(content, str):
         return content
     if isinstance(content, Sequence):
@@ -131,126 +153,63 @@ def _text(content: Any) -> str:
     return "" if content is None else str(content)
 
 
-def _tool_calls(raw: Any) -> tuple[str, ...]:
-    calls = []
-    for call in raw if isinstance(raw, list) else ():
-        if isinstance(call, Mapping):
-            args = json.dumps(call.get("args", {}), ensure_ascii=False, default=str)
-            ident = f" [{call['id']}]" if call.get("id") else ""
-            calls.append(f"{call.get('name', '?')}({args}){ident}")
-    return tuple(calls)
+def describe_tool_call(call: Mapping[str, Any]) -> str:
+    """``name({"arg": 1}) [id]``."""
+    args = json.dumps(call.get("args", {}), ensure_ascii=False, default=str)
+    ident = f" [{call['id']}]" if call.get("id") else ""
+    return f"{call.get('name', '?')}({args}){ident}"
 
 
-def _describe_cut(cut: Any) -> str:
-    if not isinstance(cut, Mapping):
-        return str(cut)
-    action = str(cut.get("action", "cut"))
-    count = _int(cut.get("messages"))
-    what = f"{count} message(s), " if count else ""
-    cap = cut.get("cap")
-    fit = f" to fit cap {cap}" if cap is not None else ""
-    rule = cut.get("rule")
-    return f"{action} {what}{_int(cut.get('tokens'))} tokens{fit}" + (f" ({rule})" if rule else "")
-
-
-def _layer(row: Mapping[str, Any]) -> LayerView:
-    cap = row.get("cap")
-    base_cap = row.get("base_cap")
-    return LayerView(
-        name=str(row.get("name", "?")),
-        kind=str(row.get("kind", "")),
-        included=bool(row.get("included", True)),
-        reason=str(row.get("reason", "")),
-        tokens=_int(row.get("tokens")),
-        cap=None if cap is None else _int(cap),
-        messages=_int(row.get("messages")),
-        cuts=tuple(_describe_cut(c) for c in row.get("cuts") or ()),
-        notes=tuple(str(n) for n in row.get("notes") or ()),
-        error=None if row.get("error") is None else str(row.get("error")),
-        base_cap=None if base_cap is None else _int(base_cap),
-        recalled=tuple(_describe_recalled(u) for u in row.get("recalled") or ()),
-    )
-
-
-def _describe_recalled(unit: Any) -> str:
+def describe_recalled(unit: RecalledUnit) -> str:
     """One recalled unit as a line: ``#412 tool get_logs L58 (session, score 7.21, 18 tok)``."""
-    if not isinstance(unit, Mapping):
-        return str(unit)
-    score = unit.get("score")
-    score_text = f"score {score:.2f}" if isinstance(score, int | float) else "score ?"
-    return (
-        f"{unit.get('label', '?')} ({unit.get('source', '?')}, {score_text}, "
-        f"{_int(unit.get('tokens'))} tok)"
+    return f"{unit.label} ({unit.source}, score {unit.score:.2f}, {unit.tokens} tok)"
+
+
+def _layer(layer: LayerReport) -> LayerView:
+    return LayerView(
+        name=layer.name,
+        kind=layer.kind,
+        included=layer.included,
+        reason=layer.reason,
+        tokens=layer.tokens,
+        cap=layer.cap,
+        messages=layer.messages,
+        cuts=tuple(cut.describe() for cut in layer.cuts),
+        notes=tuple(layer.notes),
+        error=layer.error,
+        base_cap=layer.base_cap,
+        recalled=tuple(describe_recalled(unit) for unit in layer.recalled),
     )
 
 
-def _owners(layers: Sequence[LayerView], count: int) -> list[str | None]:
-    """Attribute ``count`` messages to layers by the layers' message counts."""
-    owners: list[str | None] = []
-    for layer in layers:
-        if layer.included:
-            owners += [layer.name] * layer.messages
-    return owners if len(owners) == count else [None] * count
+def _message(message: BaseMessage, layer: str) -> MessageView:
+    calls = getattr(message, "tool_calls", None) or ()
+    return MessageView(
+        role=message.type,
+        content=content_text(message.content),
+        layer=layer,
+        name=message.name or None,
+        tool_calls=tuple(describe_tool_call(call) for call in calls),
+        tool_call_id=getattr(message, "tool_call_id", None) or None,
+    )
 
 
-def _unfold(data: Mapping[str, Any]) -> Mapping[str, Any]:
-    """Flatten the ``{"plan", "report", "messages"}`` form of ``preview --format json``."""
-    report = data.get("report")
-    if not isinstance(report, Mapping):
-        return data
-    plan = data.get("plan") if isinstance(data.get("plan"), Mapping) else {}
-    flat: dict[str, Any] = {**report}
-    if isinstance(plan, Mapping) and plan.get("policy"):
-        flat.setdefault("policy", plan["policy"])
-    flat.update({k: v for k, v in data.items() if k not in ("report", "plan")})
-    return flat
-
-
-def build_view(data: Mapping[str, Any]) -> PreviewView:
-    """Normalize preview data (see the module docstring for the shape).
-
-    Raises:
-        TypeError: ``data`` is not a mapping or its ``layers``/``messages`` are not lists.
-    """
-    if not isinstance(data, Mapping):
-        raise TypeError(f"preview data must be a mapping, got {type(data).__name__}")
-    data = _unfold(data)
-    raw_layers = data.get("layers") or []
-    raw_messages = data.get("messages") or []
-    if not isinstance(raw_layers, list) or not isinstance(raw_messages, list):
-        raise TypeError("preview data: 'layers' and 'messages' must be lists")
-    layers = tuple(_layer(row) for row in raw_layers if isinstance(row, Mapping))
-    owners = _owners(layers, len(raw_messages))
-    messages = []
-    for owner, raw in zip(owners, raw_messages, strict=True):
-        row = raw if isinstance(raw, Mapping) else {"content": raw}
-        if "content" not in row and isinstance(row.get("data"), Mapping):
-            row = {**row["data"], **{k: v for k, v in row.items() if k != "data"}}
-        role = str(row.get("type") or row.get("role") or "message")
-        tokens = row.get("tokens")
-        messages.append(
-            MessageView(
-                role=_ROLE_ALIASES.get(role, role),
-                content=_text(row.get("content")),
-                layer=str(row["layer"]) if row.get("layer") else owner,
-                tokens=None if tokens is None else _int(tokens),
-                name=None if not row.get("name") else str(row["name"]),
-                tool_calls=_tool_calls(row.get("tool_calls")),
-                tool_call_id=None if not row.get("tool_call_id") else str(row["tool_call_id"]),
-            )
-        )
-    total = data.get("total_tokens")
+def build_view(preview: Preview) -> PreviewView:
+    """The rows of ``preview``: every layer of the policy order, every composed message."""
+    report = preview.result.report
+    owners = preview.message_layers
     return PreviewView(
-        policy=None if data.get("policy") is None else str(data.get("policy")),
-        source=None if data.get("source") is None else str(data.get("source")),
-        process=str(data.get("process", "")),
-        query_path=None if data.get("query_path") is None else str(data.get("query_path")),
-        tokenizer=None if data.get("tokenizer") is None else str(data.get("tokenizer")),
-        available_tokens=_int(data.get("available_tokens")),
-        total_tokens=(
-            _int(total) if total is not None else sum(x.tokens for x in layers if x.included)
+        policy=preview.policy or None,
+        source=preview.source or None,
+        process=report.process,
+        query_path=report.query_path,
+        tokenizer=report.tokenizer,
+        available_tokens=report.available_tokens,
+        total_tokens=report.total_tokens,
+        layers=tuple(_layer(layer) for layer in report.layers),
+        messages=tuple(
+            _message(message, layer)
+            for message, layer in zip(preview.result.messages, owners, strict=True)
         ),
-        layers=layers,
-        messages=tuple(messages),
-        warnings=tuple(str(w) for w in data.get("warnings") or ()),
+        warnings=tuple(report.warnings),
     )

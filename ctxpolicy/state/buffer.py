@@ -9,14 +9,13 @@ with this node's pending writes applied.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
+
+from langchain_core.messages import BaseMessage, RemoveMessage
 
 from ctxpolicy.errors import PersistenceError
 from ctxpolicy.state.blackboard import MapReduceResult, merge_results, result_key
 from ctxpolicy.state.ids import with_stable_ids
-
-if TYPE_CHECKING:
-    from langchain_core.messages import BaseMessage
 
 MESSAGES = "messages"
 RESULTS = "mapreduce_results"
@@ -36,8 +35,6 @@ class UnknownStateKeyError(PersistenceError):
 
 
 def _check_history_messages(messages: Sequence[Any], *, argument: str) -> list[BaseMessage]:
-    from langchain_core.messages import BaseMessage
-
     if isinstance(messages, str | bytes) or not isinstance(messages, Sequence | Iterable):
         raise TypeError(f"{argument} must be a sequence of messages, got {type(messages).__name__}")
     checked: list[BaseMessage] = []
@@ -182,7 +179,6 @@ class PatchBuffer:
         """The single update dict of this node."""
         patch: dict[str, Any] = dict(self._writes)
         if self._replacement is not None:
-            from langchain_core.messages import RemoveMessage
             from langgraph.graph.message import REMOVE_ALL_MESSAGES
 
             patch[MESSAGES] = [

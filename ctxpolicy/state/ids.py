@@ -15,6 +15,8 @@ import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from langchain_core.messages import HumanMessage
+
 if TYPE_CHECKING:
     from langchain_core.messages import BaseMessage, HumanMessage
 
@@ -92,8 +94,6 @@ def user_turn(text: str, *, turn_id: str) -> dict[str, list[HumanMessage]]:
     Raises:
         ValueError: ``turn_id`` is empty.
     """
-    from langchain_core.messages import HumanMessage
-
     if not turn_id:
         raise ValueError("turn_id must be a non-empty string")
     digest = hashlib.sha256(turn_id.encode("utf-8")).hexdigest()[:32]

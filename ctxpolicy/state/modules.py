@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, get_args
 
 from ctxpolicy.errors import PersistenceError
-from ctxpolicy.layers import COMPRESSION, NEVER_PERSISTED, PERSISTED_BY_DEFAULT, is_block_layer
+from ctxpolicy.layers import COMPRESSION, PERSISTED_BY_DEFAULT, is_block_layer, may_persist
 from ctxpolicy.state.blackboard import (
     AgentStatus,
     MapReduceResult,
@@ -86,7 +86,7 @@ def check_persistable(layer: str, policy: Policy | None) -> None:
             "contexts.persist (the history goes through memory.append/replace; "
             "system_prompt and query are runtime-only)"
         )
-    if layer in NEVER_PERSISTED:
+    if not may_persist(layer):
         raise PersistenceError(
             f"cannot persist {layer!r}: it is runtime-only by rule and may never be persisted "
             "(framework constraints depend on the framework version, not on the conversation)"

@@ -3,6 +3,12 @@
 `check_policy` runs the semantic rules on any typed `Policy` (built in code or
 loaded); `validate_data` runs both passes on plain data and places every finding
 in its file, line and column.
+
+One run reports everything it can: when the schema finds errors, the semantic rules
+still run on the parts of the document that are structurally valid (each rule whose
+sections passed the schema; see `ctxpolicy.validation.sections`), so fixing the
+reported problems does not reveal new ones. Validation never imports
+`ctxpolicy.loading`: the loader reads the files and hands the data over.
 """
 
 from __future__ import annotations
@@ -11,13 +17,19 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ctxpolicy.issues import PolicyIssue
-from ctxpolicy.loading.sourcemap import JsonPath, Location
+from pydantic import ValidationError
+
+from ctxpolicy.diagnostics import Finding, JsonPath, Location, PolicyIssue, place_finding
 from ctxpolicy.policy import Policy
 from ctxpolicy.validation.files import check_files
-from ctxpolicy.validation.findings import Finding, place_finding
 from ctxpolicy.validation.schema_check import check_schema, did_you_mean
-from ctxpolicy.validation.semantic import RULES, check_semantics
+from ctxpolicy.validation.sections import BrokenSections
+from ctxpolicy.validation.semantic import RULE_SECTIONS, RULES, check_semantics
+
+#: The sections the file rules read (each layer and each process on its own).
+FILE_RULE_SECTIONS = frozenset({"layers.*", "processes.*", "tools"})
+#: The top-level keys of the format.
+_POLICY_KEYS = frozenset(Policy.model_fields)
 
 
 def check_policy(policy: Policy) -> list[Finding]:
@@ -26,9 +38,7 @@ def check_policy(policy: Policy) -> list[Finding]:
     return [*check_semantics(policy), *check_files(policy)]
 
 
-def _model_findings(exc: Exception) -> list[Finding]:
-    from pydantic import ValidationError
-
+def _model_findings(exc: ValueError) -> list[Finding]:
     if not isinstance(exc, ValidationError):
         return [Finding((), str(exc), "schema.model")]
     findings = []
@@ -36,6 +46,44 @@ def _model_findings(exc: Exception) -> list[Finding]:
         loc = error["loc"]
         path = tuple(p for p in loc if isinstance(p, int) or ("[" not in p and "-" not in p))
         findings.append(Finding(path, error["msg"], "schema.model"))
+    return findings
+
+
+def _typed(data: Any, *, source: Path | None, base_dirs: Mapping[str, Path] | None) -> Policy:
+    """The `Policy` of structurally valid data, with the folders its paths resolve against.
+
+    Raises:
+        ValueError: the models refuse the data.
+    """
+    policy = Policy.model_validate(data)
+    policy._source = source
+    policy._base_dirs = dict(base_dirs or {})
+    return policy
+
+
+def _rules_on_valid_parts(
+    data: Any,
+    errors: list[Finding],
+    *,
+    source: Path | None,
+    base_dirs: Mapping[str, Path] | None,
+) -> list[Finding]:
+    """The semantic findings of the parts of ``data`` the schema ``errors`` leave intact."""
+    broken = BrokenSections.of(errors)
+    if broken.everything or not isinstance(data, dict):
+        return []
+    try:
+        policy = _typed(broken.prune(data), source=source, base_dirs=base_dirs)
+    except ValueError:
+        return []  # what is left still does not make a policy: the schema errors say why
+    findings = [
+        finding
+        for rule in RULES
+        if broken.allows(RULE_SECTIONS[rule], known=_POLICY_KEYS)
+        for finding in rule(policy)
+    ]
+    if broken.allows(FILE_RULE_SECTIONS, known=_POLICY_KEYS):
+        findings.extend(check_files(policy))
     return findings
 
 
@@ -48,17 +96,18 @@ def build_policy(
     """Both passes over plain data.
 
     Returns:
-        The typed policy (None when the structure is invalid) and every finding.
+        The typed policy (None when the structure is invalid) and every finding: the
+        schema's, and the semantic rules' on every part the schema errors leave intact.
     """
     findings = check_schema(data)
-    if any(f.severity == "error" for f in findings):
-        return None, findings
+    errors = [f for f in findings if f.severity == "error"]
+    if errors:
+        partial = _rules_on_valid_parts(data, errors, source=source, base_dirs=base_dirs)
+        return None, [*findings, *partial]
     try:
-        policy = Policy.model_validate(data)
+        policy = _typed(data, source=source, base_dirs=base_dirs)
     except ValueError as exc:  # the schema and the models disagree: still report, never raise
         return None, [*findings, *_model_findings(exc)]
-    policy._source = source
-    policy._base_dirs = dict(base_dirs or {})
     return policy, [*findings, *check_policy(policy)]
 
 
@@ -91,7 +140,9 @@ def validate_data(
 
 
 __all__ = [
+    "FILE_RULE_SECTIONS",
     "RULES",
+    "RULE_SECTIONS",
     "Finding",
     "build_policy",
     "check_policy",

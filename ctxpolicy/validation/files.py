@@ -8,18 +8,11 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
-from ctxpolicy.loading.limits import MAX_FILE_BYTES
-from ctxpolicy.loading.sourcemap import JsonPath
-from ctxpolicy.policy import FilesCollectorSpec, Policy
-from ctxpolicy.validation.findings import Finding
+from jinja2 import TemplateSyntaxError
 
-
-def _shown(path: Path) -> str:
-    try:
-        relative = os.path.relpath(path)
-    except ValueError:  # another drive (Windows)
-        return path.as_posix()
-    return path.as_posix() if relative.startswith("..") else Path(relative).as_posix()
+from ctxpolicy.diagnostics import MAX_FILE_BYTES, Finding, JsonPath, shown_path
+from ctxpolicy.policy import CollectorSpec, FilesCollectorSpec, LayerSpec, Policy
+from ctxpolicy.templates import compile_template
 
 
 def resolve_inside(base: Path, relative: str) -> tuple[Path | None, str | None, str]:
@@ -33,12 +26,12 @@ def resolve_inside(base: Path, relative: str) -> tuple[Path | None, str | None, 
         or relative.startswith(("/", "\\"))
         or (len(relative) > 1 and relative[1] == ":")
     ):
-        reason = f"{relative!r} is absolute; give a path relative to {_shown(base)}"
+        reason = f"{relative!r} is absolute; give a path relative to {shown_path(base)}"
         return None, "path.absolute", reason
     base = Path(os.path.normpath(base))  # a parent reached through extends: "teams/.."
     lexical = Path(os.path.normpath(base / relative))
     if not lexical.is_relative_to(base):
-        return None, "path.outside", f"{relative!r} leaves the policy's folder {_shown(base)}"
+        return None, "path.outside", f"{relative!r} leaves the policy's folder {shown_path(base)}"
     real_base = base.resolve()
     real = lexical.resolve()
     if not real.is_relative_to(real_base):
@@ -51,10 +44,6 @@ def resolve_inside(base: Path, relative: str) -> tuple[Path | None, str | None, 
 
 
 def _compile(source: str, path: JsonPath, *, file: str | None) -> Iterator[Finding]:
-    from jinja2 import TemplateSyntaxError
-
-    from ctxpolicy.templates import compile_template
-
     try:
         compile_template(source)
     except TemplateSyntaxError as exc:
@@ -72,23 +61,70 @@ def _template_file(base: Path, relative: str, path: JsonPath) -> Iterator[Findin
         yield Finding(path, reason, rule or "path.outside")
         return
     if not target.is_file():
-        yield Finding(path, f"template file {_shown(target)} does not exist", "template.missing")
+        yield Finding(
+            path, f"template file {shown_path(target)} does not exist", "template.missing"
+        )
         return
     try:
         if target.stat().st_size > MAX_FILE_BYTES:
             yield Finding(
                 path,
-                f"template file {_shown(target)} is over {MAX_FILE_BYTES} bytes",
+                f"template file {shown_path(target)} is over {MAX_FILE_BYTES} bytes",
                 "file.too-large",
             )
             return
         source = target.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         yield Finding(
-            path, f"cannot read template file {_shown(target)}: {exc}", "template.unreadable"
+            path, f"cannot read template file {shown_path(target)}: {exc}", "template.unreadable"
         )
         return
-    yield from _compile(source, path, file=_shown(target))
+    yield from _compile(source, path, file=shown_path(target))
+
+
+def _folder_root(base: Path, relative: str, where: JsonPath, *, what: str) -> Iterator[Finding]:
+    """A root folder (``files`` root, references root, tools root) inside ``base``.
+
+    Refused when it leaves ``base``; a warning when it is not a folder.
+    """
+    target, rule, reason = resolve_inside(base, relative)
+    if target is None:
+        yield Finding(where, reason, rule or "path.outside")
+    elif not target.is_dir():
+        yield Finding(
+            where,
+            f"{what} root {shown_path(target)} is not a folder",
+            "files.root-missing",
+            severity="warning",
+        )
+
+
+def _collector_files(
+    collector: CollectorSpec, base: Path | None, where: JsonPath
+) -> Iterator[Finding]:
+    """A collector's inline template, ``template_file`` and ``files`` root and selection."""
+    template = getattr(collector, "template", None)
+    if isinstance(template, str):
+        yield from _compile(template, (*where, "template"), file=None)
+    if base is None:
+        return  # built in code: no folder to resolve against
+    template_file = getattr(collector, "template_file", None)
+    if isinstance(template_file, str):
+        yield from _template_file(base, template_file, (*where, "template_file"))
+    if isinstance(collector, FilesCollectorSpec):
+        yield from _folder_root(base, collector.root, (*where, "root"), what="files")
+        yield from _select_escapes(collector.select, (*where, "select"))
+
+
+def _layer_files(policy: Policy, name: str, spec: LayerSpec) -> Iterator[Finding]:
+    """The file rules of one layer: its references root and its collector's files."""
+    base = policy.layer_base_dir(name)
+    base = base.absolute() if base is not None else None
+    if spec.references is not None and base is not None:
+        where: JsonPath = ("layers", name, "references", "root")
+        yield from _folder_root(base, spec.references.root, where, what="references")
+    if spec.collector is not None:
+        yield from _collector_files(spec.collector, base, ("layers", name, "collector"))
 
 
 def check_files(policy: Policy) -> list[Finding]:
@@ -97,79 +133,30 @@ def check_files(policy: Policy) -> list[Finding]:
     Layers of a policy built in code (no source file) have no folder to resolve
     against: only their inline templates are checked.
     """
-    findings: list[Finding] = []
-    findings.extend(_check_tool_roots(policy))
+    findings: list[Finding] = list(_check_tool_roots(policy))
     for name, spec in policy.layers.items():
-        references = spec.references
-        query_base = policy.layer_base_dir(name)
-        if references is not None and query_base is not None:
-            where: JsonPath = ("layers", name, "references", "root")
-            target, rule, reason = resolve_inside(query_base.absolute(), references.root)
-            if target is None:
-                findings.append(Finding(where, reason, rule or "path.outside"))
-            elif not target.is_dir():
-                findings.append(
-                    Finding(
-                        where,
-                        f"references root {_shown(target)} is not a folder",
-                        "files.root-missing",
-                        severity="warning",
-                    )
-                )
-        collector = spec.collector
-        if collector is None:
-            continue
-        base_path: JsonPath = ("layers", name, "collector")
-        base = policy.layer_base_dir(name)
-        base = base.absolute() if base is not None else None
-        template = getattr(collector, "template", None)
-        if isinstance(template, str):
-            findings.extend(_compile(template, (*base_path, "template"), file=None))
-        template_file = getattr(collector, "template_file", None)
-        if isinstance(template_file, str) and base is not None:
-            findings.extend(_template_file(base, template_file, (*base_path, "template_file")))
-        if isinstance(collector, FilesCollectorSpec) and base is not None:
-            target, rule, reason = resolve_inside(base, collector.root)
-            if target is None:
-                findings.append(Finding((*base_path, "root"), reason, rule or "path.outside"))
-            elif not target.is_dir():
-                findings.append(
-                    Finding(
-                        (*base_path, "root"),
-                        f"files root {_shown(target)} is not a folder",
-                        "files.root-missing",
-                        severity="warning",
-                    )
-                )
-            findings.extend(_select_escapes(collector.select, (*base_path, "select")))
+        findings.extend(_layer_files(policy, name, spec))
     return findings
+
+
+def _declared_tool_roots(policy: Policy) -> Iterator[tuple[JsonPath, str, str]]:
+    """``(where, root, base-dir key)`` of the top-level and per-process file ``tools``."""
+    if policy.tools is not None:
+        yield ("tools", "root"), policy.tools.root, "@tools"
+    for process, rule in policy.processes.items():
+        if rule.tools is not None:
+            where = ("processes", process, "tools", "root")
+            yield where, rule.tools.root, f"@processes.{process}.tools"
 
 
 def _check_tool_roots(policy: Policy) -> Iterator[Finding]:
     """The ``root`` of the top-level and per-process file ``tools`` (the files rule)."""
-    declared: list[tuple[JsonPath, str]] = []
-    if policy.tools is not None:
-        declared.append((("tools", "root"), policy.tools.root))
-    for process, process_rule in policy.processes.items():
-        if process_rule.tools is not None:
-            declared.append((("processes", process, "tools", "root"), process_rule.tools.root))
-    for where, root in declared:
-        key = "@tools" if where[0] == "tools" else f"@processes.{where[1]}.tools"
+    for where, root, key in _declared_tool_roots(policy):
         base = policy._base_dirs.get(key)
         if base is None and policy.source is not None:
             base = policy.source.parent
-        if base is None:
-            continue  # built in code: no folder to resolve against
-        target, rule, reason = resolve_inside(base.absolute(), root)
-        if target is None:
-            yield Finding(where, reason, rule or "path.outside")
-        elif not target.is_dir():
-            yield Finding(
-                where,
-                f"tools root {_shown(target)} is not a folder",
-                "files.root-missing",
-                severity="warning",
-            )
+        if base is not None:  # else built in code: no folder to resolve against
+            yield from _folder_root(base.absolute(), root, where, what="tools")
 
 
 _LINE_SUFFIX_RE = re.compile(r"(?::\d+){1,2}$")

@@ -5,12 +5,17 @@ See docs/design.md, 'Validation rules'.
 Each rule returns `Finding`s (JSON path, message, rule id); the loader places them
 in files afterwards, so the engine can run the same rules on policies built in code.
 Rules that read files (templates, ``files`` roots) live in `ctxpolicy.validation.files`.
+
+`RULE_SECTIONS` says which top-level sections of the policy each rule reads, so that a
+document with schema errors still gets every rule whose sections are structurally valid
+(see `ctxpolicy.validation.build_policy`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 
+from ctxpolicy.diagnostics import Finding
 from ctxpolicy.layers import (
     CHECKPOINT_MESSAGES,
     DEFAULT_ORDER,
@@ -19,8 +24,9 @@ from ctxpolicy.layers import (
     SYSTEM_PROMPT,
     is_block_layer,
 )
+from ctxpolicy.plan import cache_order_warnings, plan_layers
 from ctxpolicy.policy import Policy, StateCollectorSpec
-from ctxpolicy.validation.findings import Finding
+from ctxpolicy.validation.sections import WHOLE_POLICY
 
 #: Largest sum of ratios (a little slack for decimal fractions such as 0.1 + 0.2).
 RATIO_SUM_LIMIT = 1.0 + 1e-9
@@ -54,16 +60,9 @@ def check_order(policy: Policy) -> Iterator[Finding]:
         )
 
 
-def check_layers_in_order(policy: Policy) -> Iterator[Finding]:
-    """Every block layer used anywhere is in order, and every team layer in order is used.
-
-    A team's own layer in ``order`` with no collector, ratio or process rule gets a
-    warning: its text can only come from a runtime ``contexts=`` override.
-    """
-    ordered = set(policy.order)
-    used: set[str] = set()
+def _configured_not_in_order(policy: Policy, ordered: set[str]) -> Iterator[Finding]:
+    """Layers and ratios that name a layer missing from ``order``."""
     for name in policy.layers:
-        used.add(name)
         if name not in ordered:
             yield Finding(
                 ("layers", name),
@@ -71,26 +70,45 @@ def check_layers_in_order(policy: Policy) -> Iterator[Finding]:
                 "order.layer-not-in-order",
             )
     for name in policy.budget.ratios:
-        used.add(name)
         if name not in ordered:
             yield Finding(
                 ("budget", "ratios", name),
                 f"ratio for {name!r}, which is not a layer in order",
                 "budget.ratio-not-in-order",
             )
-    # the default processes name the built-in layers; a policy whose order
-    # leaves some of them out and keeps the defaults simply never injects them
-    explicit = "processes" in policy.model_fields_set
-    for process, rule in policy.processes.items() if explicit else ():
+
+
+def _process_layer_names(policy: Policy) -> Iterator[tuple[str, str, int, str]]:
+    """``(process, "include"|"exclude", index, layer)`` of the processes the policy declares.
+
+    The default processes name the built-in layers; a policy whose order leaves some of
+    them out and keeps the defaults simply never injects them, so they are not listed.
+    """
+    if "processes" not in policy.model_fields_set:
+        return
+    for process, rule in policy.processes.items():
         for key in ("include", "exclude"):
             for index, name in enumerate(getattr(rule, key)):
-                used.add(name)
-                if name not in ordered:
-                    yield Finding(
-                        ("processes", process, key, index),
-                        f"process {process!r} {key}s {name!r}, which is not in order",
-                        f"process.{key}-unknown",
-                    )
+                yield process, key, index, name
+
+
+def check_layers_in_order(policy: Policy) -> Iterator[Finding]:
+    """Every block layer used anywhere is in order, and every team layer in order is used.
+
+    A team's own layer in ``order`` with no collector, ratio or process rule gets a
+    warning: its text can only come from a runtime ``contexts=`` override.
+    """
+    ordered = set(policy.order)
+    yield from _configured_not_in_order(policy, ordered)
+    used = set(policy.layers) | set(policy.budget.ratios)
+    for process, key, index, name in _process_layer_names(policy):
+        used.add(name)
+        if name not in ordered:
+            yield Finding(
+                ("processes", process, key, index),
+                f"process {process!r} {key}s {name!r}, which is not in order",
+                f"process.{key}-unknown",
+            )
     for index, name in enumerate(policy.order):
         # the built-in layers have a known source (state, runtime contexts=, the summarizer)
         if is_block_layer(name) and name not in used and name not in DEFAULT_ORDER:
@@ -209,8 +227,6 @@ def check_cache_order(policy: Policy) -> Iterator[Finding]:
     The same rule and text as `LayerPlan.warnings` (`ctxpolicy.plan.cache_order_warnings`)
     for the plan of every process; ``cache: volatile-ok`` on the layer acknowledges it.
     """
-    from ctxpolicy.plan import cache_order_warnings, plan_layers
-
     index = {name: i for i, name in reversed(list(enumerate(policy.order)))}
     seen: set[str] = set()
     for process in policy.processes:
@@ -238,6 +254,20 @@ RULES: tuple[Rule, ...] = (
 )
 
 
+#: The top-level sections each rule reads. ``"layers"`` means the rule needs the whole
+#: section structurally valid; ``"layers.*"`` that it judges each entry on its own, so
+#: it still runs on the valid entries when others are broken.
+RULE_SECTIONS: Mapping[Rule, frozenset[str]] = {
+    check_order: frozenset({"order"}),
+    check_layers_in_order: frozenset({"order", "layers", "budget", "processes"}),
+    check_budget: frozenset({"budget"}),
+    check_persistence: frozenset({"layers.*"}),
+    check_state_persistence: frozenset({"layers.*"}),
+    check_processes: frozenset({"processes", "default_process"}),
+    check_cache_order: frozenset({WHOLE_POLICY}),
+}
+
+
 def check_semantics(policy: Policy) -> list[Finding]:
     """Run every semantic rule that needs no file access."""
     return [finding for rule in RULES for finding in rule(policy)]
@@ -245,6 +275,7 @@ def check_semantics(policy: Policy) -> list[Finding]:
 
 __all__ = [
     "RULES",
+    "RULE_SECTIONS",
     "check_budget",
     "check_cache_order",
     "check_layers_in_order",

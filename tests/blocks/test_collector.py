@@ -5,9 +5,9 @@ from pathlib import Path
 import pytest
 
 from ctxpolicy.blocks import BlocksError, PathEscapeError
-from ctxpolicy.blocks.collector import collect_files, expand_select, pack_pieces
 from ctxpolicy.blocks.references import FileReference, resolve_reference
 from ctxpolicy.collectors.base import CollectRequest, get_collector
+from ctxpolicy.collectors.files import collect_files, expand_select, pack_pieces
 from ctxpolicy.policy import Policy
 
 from .conftest import SEED_PROFILE

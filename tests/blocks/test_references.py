@@ -227,7 +227,7 @@ def test_import_stays_light():
     import sys
 
     code = (
-        "import sys, ctxpolicy.blocks, ctxpolicy.blocks.collector; "
+        "import sys, ctxpolicy.blocks, ctxpolicy.collectors.files; "
         "print(any(m.startswith(('langchain_core', 'tiktoken')) for m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -12,7 +12,7 @@ import pytest
 
 from ctxpolicy.cli import VERBS
 from ctxpolicy.cli.reporters import REPORTERS, get_reporter, report_github
-from ctxpolicy.issues import PolicyIssue
+from ctxpolicy.diagnostics import PolicyIssue
 from ctxpolicy.schema import load_schema
 
 REPO = Path(__file__).resolve().parents[2]

@@ -31,10 +31,12 @@ class Case:
 
 
 CASES = {
-    "malformed-yaml": Case({"p.yaml": MIN + "order: [system_prompt,\n  query\nlayers: {}\n"},
-                           "yaml.syntax", 5, 7),
-    "malformed-toml": Case({"p.toml": 'version = 1\nname = "t"\norder = = 1\n'},
-                           "toml.syntax", 3, 9, target="p.toml"),
+    "malformed-yaml": Case(
+        {"p.yaml": MIN + "order: [system_prompt,\n  query\nlayers: {}\n"}, "yaml.syntax", 5, 7
+    ),
+    "malformed-toml": Case(
+        {"p.toml": 'version = 1\nname = "t"\norder = = 1\n'}, "toml.syntax", 3, 9, target="p.toml"
+    ),
     "duplicate-key": Case({"p.yaml": MIN + "name: u\n"}, "yaml.duplicate-key", 3, 1),
     "billion-laughs": Case({"p.yaml": LAUGHS}, "yaml.alias-expansion", 7),
     "too-large": Case({"p.yaml": MIN + "# " + "x" * (1024 * 1024) + "\n"}, "file.too-large", 1),
@@ -43,70 +45,158 @@ CASES = {
     "comments-only": Case({"p.yaml": "# nothing here\n"}, "file.empty", 1),
     "top-level-list": Case({"p.yaml": "- version: 1\n- name: t\n"}, "file.not-mapping", 1),
     "wrong-type": Case({"p.yaml": MIN + "enable_share_context: maybe\n"}, "schema.type", 3, 1),
-    "out-of-range": Case({"p.yaml": MIN + "budget:\n  output_reserve: 1.5\n"},
-                         "schema.range", 4, 3),
+    "out-of-range": Case(
+        {"p.yaml": MIN + "budget:\n  output_reserve: 1.5\n"}, "schema.range", 4, 3
+    ),
     "unknown-key": Case({"p.yaml": MIN + "bugdet: {}\n"}, "schema.unknown-key", 3, 1),
-    "ratios-over-1": Case({"p.yaml": MIN + "budget:\n  ratios: {system_prompt: 0.6, query: 0.6}\n"},
-                          "budget.ratios-sum", 4, 3),
-    "bad-layer-name": Case({"p.yaml": MIN + "layers:\n  Todo__context: {}\n"},
-                           "schema.unknown-key", 4, 3),
-    "bad-order-name": Case({"p.yaml": MIN + "order:\n  - system_prompt\n  - todo\n"
-                            "  - checkpoint_messages\n  - query\n"}, "schema.pattern", 5, 5),
-    "order-start": Case({"p.yaml": MIN + "order:\n  - framework__context\n  - system_prompt\n"
-                         "  - checkpoint_messages\n  - query\n"},
-                        "order.starts-with-system-prompt", 4, 5),
-    "order-end": Case({"p.yaml": MIN + "order: [system_prompt, query, checkpoint_messages]\n"},
-                      "order.ends-with-query", 3),
-    "order-duplicate": Case({"p.yaml": MIN + "order:\n  - system_prompt\n  - query\n"
-                             "  - checkpoint_messages\n  - query\n"}, "order.duplicate", 7, 5),
-    "order-no-history": Case({"p.yaml": MIN + "order: [system_prompt, query]\n"},
-                             "order.missing-checkpoint-messages", 3, 1),
-    "persist-framework": Case({"p.yaml": MIN + "layers:\n  framework__context:\n"
-                               "    persist: true\n"}, "persist.framework", 5, 5),
-    "persist-system-prompt": Case({"p.yaml": MIN + "layers:\n  system_prompt: {persist: true}\n"},
-                                  "persist.system-prompt", 4),
-    "shared-system-prompt": Case({"p.yaml": MIN + "layers:\n  system_prompt:\n    shared: true\n"},
-                                 "shared.system-prompt", 5, 5),
-    "mapreduce-history": Case({"p.yaml": MIN + "processes:\n  react: {}\n  mapreduce_worker:\n"
-                               "    checkpoint_messages: true\n    query: runtime\n"},
-                              "process.mapreduce-history", 6, 5),
-    "include-unknown": Case({"p.yaml": MIN + "processes:\n  react:\n"
-                             "    include: [knowledge__context, nope__context]\n"},
-                            "process.include-unknown", 5),
-    "include-exclude-overlap": Case({"p.yaml": MIN + "processes:\n  react:\n"
-                                     "    include: [knowledge__context]\n"
-                                     "    exclude:\n      - knowledge__context\n"},
-                                    "process.include-exclude", 7, 9),
-    "extends-cycle": Case({"p.yaml": MIN + "extends: q.yaml\n",
-                           "q.yaml": MIN + "extends: p.yaml\n"}, "extends.cycle", 3, 1,
-                          file="q.yaml"),
-    "extends-missing": Case({"p.yaml": MIN + "extends: ../nowhere/base.yaml\n"},
-                            "extends.missing", 3, 1),
-    "extends-not-policy-suffix": Case({"p.yaml": MIN + "extends: notes.txt\n",
-                                       "notes.txt": "hello\n"}, "extends.not-policy", 3, 1),
-    "extends-not-policy-content": Case({"p.yaml": MIN + "extends:\n  - other.yaml\n",
-                                        "other.yaml": "colors: [red]\n"},
-                                       "extends.not-policy", 4, 5),
-    "extends-absolute": Case({"p.yaml": MIN + "extends: /etc/base.yaml\n"},
-                             "extends.absolute", 3, 1),
-    "template-syntax-inline": Case({"p.yaml": MIN + "layers:\n  framework__context:\n"
-                                    "    collector:\n      type: template\n      template: |\n"
-                                    "        line one\n        {{ broken\n"},
-                                   "template.syntax", 9),
-    "template-syntax-file": Case({"p.yaml": MIN + "layers:\n  todo__context:\n    collector:\n"
-                                  "      type: state\n      field: todo\n"
-                                  "      template_file: tpl/todo.j2\n",
-                                  "tpl/todo.j2": "ok\n{% for x in %}\n"},
-                                 "template.syntax", 2, file="tpl/todo.j2"),
-    "template-file-escape": Case({"p.yaml": MIN + "layers:\n  todo__context:\n    collector:\n"
-                                  "      {type: state, field: todo, template_file: ../x.j2}\n"},
-                                 "path.outside", 6),
-    "deep-nesting": Case({"p.yaml": MIN + "vars:\n  x: " + "[" * 200 + "]" * 200 + "\n"},
-                         "yaml.too-deep", 4),
-    "too-many-values": Case({"p.yaml": MIN + "vars:\n  big: [" + "1," * 60_000 + "1]\n"},
-                            "file.too-many-nodes", 4),
-    "non-finite": Case({"p.yaml": MIN + "budget:\n  output_reserve: .nan\n"},
-                       "value.non-finite", 4, 3),
+    "ratios-over-1": Case(
+        {"p.yaml": MIN + "budget:\n  ratios: {system_prompt: 0.6, query: 0.6}\n"},
+        "budget.ratios-sum",
+        4,
+        3,
+    ),
+    "bad-layer-name": Case(
+        {"p.yaml": MIN + "layers:\n  Todo__context: {}\n"}, "schema.unknown-key", 4, 3
+    ),
+    "bad-order-name": Case(
+        {
+            "p.yaml": MIN + "order:\n  - system_prompt\n  - todo\n"
+            "  - checkpoint_messages\n  - query\n"
+        },
+        "schema.pattern",
+        5,
+        5,
+    ),
+    "order-start": Case(
+        {
+            "p.yaml": MIN + "order:\n  - framework__context\n  - system_prompt\n"
+            "  - checkpoint_messages\n  - query\n"
+        },
+        "order.starts-with-system-prompt",
+        4,
+        5,
+    ),
+    "order-end": Case(
+        {"p.yaml": MIN + "order: [system_prompt, query, checkpoint_messages]\n"},
+        "order.ends-with-query",
+        3,
+    ),
+    "order-duplicate": Case(
+        {
+            "p.yaml": MIN + "order:\n  - system_prompt\n  - query\n"
+            "  - checkpoint_messages\n  - query\n"
+        },
+        "order.duplicate",
+        7,
+        5,
+    ),
+    "order-no-history": Case(
+        {"p.yaml": MIN + "order: [system_prompt, query]\n"},
+        "order.missing-checkpoint-messages",
+        3,
+        1,
+    ),
+    "persist-framework": Case(
+        {"p.yaml": MIN + "layers:\n  framework__context:\n    persist: true\n"},
+        "persist.framework",
+        5,
+        5,
+    ),
+    "persist-system-prompt": Case(
+        {"p.yaml": MIN + "layers:\n  system_prompt: {persist: true}\n"}, "persist.system-prompt", 4
+    ),
+    "shared-system-prompt": Case(
+        {"p.yaml": MIN + "layers:\n  system_prompt:\n    shared: true\n"},
+        "shared.system-prompt",
+        5,
+        5,
+    ),
+    "mapreduce-history": Case(
+        {
+            "p.yaml": MIN + "processes:\n  react: {}\n  mapreduce_worker:\n"
+            "    checkpoint_messages: true\n    query: runtime\n"
+        },
+        "process.mapreduce-history",
+        6,
+        5,
+    ),
+    "include-unknown": Case(
+        {
+            "p.yaml": MIN + "processes:\n  react:\n"
+            "    include: [knowledge__context, nope__context]\n"
+        },
+        "process.include-unknown",
+        5,
+    ),
+    "include-exclude-overlap": Case(
+        {
+            "p.yaml": MIN + "processes:\n  react:\n"
+            "    include: [knowledge__context]\n"
+            "    exclude:\n      - knowledge__context\n"
+        },
+        "process.include-exclude",
+        7,
+        9,
+    ),
+    "extends-cycle": Case(
+        {"p.yaml": MIN + "extends: q.yaml\n", "q.yaml": MIN + "extends: p.yaml\n"},
+        "extends.cycle",
+        3,
+        1,
+        file="q.yaml",
+    ),
+    "extends-missing": Case(
+        {"p.yaml": MIN + "extends: ../nowhere/base.yaml\n"}, "extends.missing", 3, 1
+    ),
+    "extends-not-policy-suffix": Case(
+        {"p.yaml": MIN + "extends: notes.txt\n", "notes.txt": "hello\n"}, "extends.not-policy", 3, 1
+    ),
+    "extends-not-policy-content": Case(
+        {"p.yaml": MIN + "extends:\n  - other.yaml\n", "other.yaml": "colors: [red]\n"},
+        "extends.not-policy",
+        4,
+        5,
+    ),
+    "extends-absolute": Case(
+        {"p.yaml": MIN + "extends: /etc/base.yaml\n"}, "extends.absolute", 3, 1
+    ),
+    "template-syntax-inline": Case(
+        {
+            "p.yaml": MIN + "layers:\n  framework__context:\n"
+            "    collector:\n      type: template\n      template: |\n"
+            "        line one\n        {{ broken\n"
+        },
+        "template.syntax",
+        9,
+    ),
+    "template-syntax-file": Case(
+        {
+            "p.yaml": MIN + "layers:\n  todo__context:\n    collector:\n"
+            "      type: state\n      field: todo\n"
+            "      template_file: tpl/todo.j2\n",
+            "tpl/todo.j2": "ok\n{% for x in %}\n",
+        },
+        "template.syntax",
+        2,
+        file="tpl/todo.j2",
+    ),
+    "template-file-escape": Case(
+        {
+            "p.yaml": MIN + "layers:\n  todo__context:\n    collector:\n"
+            "      {type: state, field: todo, template_file: ../x.j2}\n"
+        },
+        "path.outside",
+        6,
+    ),
+    "deep-nesting": Case(
+        {"p.yaml": MIN + "vars:\n  x: " + "[" * 200 + "]" * 200 + "\n"}, "yaml.too-deep", 4
+    ),
+    "too-many-values": Case(
+        {"p.yaml": MIN + "vars:\n  big: [" + "1," * 60_000 + "1]\n"}, "file.too-many-nodes", 4
+    ),
+    "non-finite": Case(
+        {"p.yaml": MIN + "budget:\n  output_reserve: .nan\n"}, "value.non-finite", 4, 3
+    ),
 }
 
 

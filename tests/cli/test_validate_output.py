@@ -13,7 +13,7 @@ import pytest
 
 from ctxpolicy.cli import main
 from ctxpolicy.cli.reporters import report_github, report_json, report_text
-from ctxpolicy.issues import PolicyIssue
+from ctxpolicy.diagnostics import PolicyIssue
 
 REPO = Path(__file__).resolve().parents[2]
 GOOD = "version: 1\nname: good\n"

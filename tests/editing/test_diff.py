@@ -138,3 +138,12 @@ def test_text_is_coloured_only_when_asked(policies: Path, monkeypatch, capsys) -
     monkeypatch.setenv("NO_COLOR", "1")
     assert run_cli("diff", str(base), str(other)) == 1
     assert "\x1b[" not in capsys.readouterr().out
+
+
+def test_diff_data_reports_a_moved_value_at_both_ends() -> None:
+    """A patch may say "move" for a value that left one key and appeared under another:
+    the diff still names the key it left and the key it reached."""
+    changes = {c.path: c.kind for c in diff_data({"x": {"k": 5}}, {"y": {"k": 5}})}
+    assert changes == {"x": "removed", "y": "added"}
+    assert [c.path for c in diff_data({"a/b": 1, "t": True}, {"a/b": 2, "t": 1})] == ["a/b", "t"]
+    assert [c.path for c in diff_data({"a": 1}, {"a": 2}, prefix="vars")] == ["vars.a"]

@@ -234,15 +234,44 @@ def test_toml_replace_and_insert() -> None:
 
 
 def test_toml_refuses_what_it_cannot_do_safely() -> None:
-    with pytest.raises(EditError, match="multi-line"):
-        set_toml_value(TOML, ("processes", "react", "description"), "x")
     with pytest.raises(EditError, match="null"):
         set_toml_value(TOML, ("name",), None)
-    inline = 'version = 1\nprocesses = {react = {include = ["a"]}}\n'
-    with pytest.raises(EditError, match="TOML"):
-        set_toml_value(inline, ("processes", "react", "include"), ["b"])
     with pytest.raises(EditError, match="not valid TOML"):
         set_toml_value("a = [\n", ("a",), 1)
+    with pytest.raises(EditError, match="not a table"):
+        set_toml_value(TOML, ("name", "first"), "x")
+
+
+def test_toml_multi_line_values_are_edited() -> None:
+    """The regex editor refused these ("a multi-line TOML value"); tomlkit edits them in
+    place and leaves every other line as it was."""
+    out = set_toml_value(TOML, ("processes", "react", "description"), "x")
+    assert tomllib.loads(out)["processes"]["react"]["description"] == "x"
+    assert out == TOML.replace("'''\nmulti\nline'''", '"x"')
+    layered = 'order = [\n  "system_prompt",   # first\n  "query",\n]\nname = "t"  # n\n'
+    out = set_toml_value(layered, ("order",), ["system_prompt", "checkpoint_messages", "query"])
+    assert tomllib.loads(out)["order"] == ["system_prompt", "checkpoint_messages", "query"]
+    assert out.endswith('name = "t"  # n\n')
+    out = set_toml_value(layered, ("name",), "u")
+    assert out == layered.replace('"t"', '"u"')
+
+
+def test_toml_key_inside_a_multi_line_string_is_not_a_key() -> None:
+    """A line of a multi-line string that looks like ``key = value`` is text: the regex
+    editor matched it first and refused the edit; the real key is the one edited."""
+    text = 'description = """\nname = "fake"\n"""\nname = "team"\n'
+    out = set_toml_value(text, ("name",), "other")
+    assert out == text.replace('name = "team"', 'name = "other"')
+
+
+def test_toml_inline_tables_and_dotted_keys() -> None:
+    inline = 'version = 1\nprocesses = {react = {include = ["a"]}}  # p\n'
+    out = set_toml_value(inline, ("processes", "react", "include"), ["b"])
+    assert tomllib.loads(out)["processes"]["react"]["include"] == ["b"]
+    assert out.startswith("version = 1\n") and out.endswith("# p\n")
+    dotted = "# top\nbudget.output_reserve = 0.1\nname = 'x'\n"
+    out = set_toml_value(dotted, ("budget", "output_reserve"), 0.2)
+    assert out == dotted.replace("0.1", "0.2")
 
 
 @settings(max_examples=60, deadline=None)

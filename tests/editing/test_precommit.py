@@ -33,8 +33,11 @@ def test_repository_uses_its_own_hook(monkeypatch, capsys) -> None:
     config = load(".pre-commit-config.yaml")
     [repo] = config["repos"]
     assert repo["repo"] == "local"
-    [hook] = repo["hooks"]
-    assert hook["id"] == "ctxpolicy-validate"
+    hooks = {hook["id"]: hook for hook in repo["hooks"]}
+    assert set(hooks) == {"ctxpolicy-validate", "ruff-format"}
+    # the formatting `make test` checks (`ruff format --check`) is applied on commit
+    assert shlex.split(hooks["ruff-format"]["entry"]) == [".venv/bin/ruff", "format"]
+    hook = hooks["ctxpolicy-validate"]
     assert re.search(hook["files"], "policies/teams/data-platform.yaml")
     argv = shlex.split(hook["entry"])
     assert argv[:2] == [".venv/bin/ctxpolicy", "validate"]

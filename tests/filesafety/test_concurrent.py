@@ -19,9 +19,20 @@ def run_burst(base: Path, go: Path, jobs: list[tuple[str, list[str]]]) -> list[l
     """Start one warm process per job, release them together, return their exit codes."""
     procs = [
         subprocess.Popen(
-            [sys.executable, "-m", "tests.filesafety.driver", "burst", str(go), str(base), key,
-             *values],
-            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            [
+                sys.executable,
+                "-m",
+                "tests.filesafety.driver",
+                "burst",
+                str(go),
+                str(base),
+                key,
+                *values,
+            ],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
         )
         for key, values in jobs
     ]
@@ -41,8 +52,9 @@ def run_burst(base: Path, go: Path, jobs: list[tuple[str, list[str]]]) -> list[l
 def test_processes_setting_one_key_leave_one_candidate(tmp_path: Path) -> None:
     folder = copy_policies(tmp_path)
     base = folder / "base.yaml"
-    jobs = [("budget.ratios.query", [f"0.0{p}{r}" for r in range(1, ROUNDS + 1)])
-            for p in range(3, 9)]  # process p sets 0.0p1 ... 0.0p6
+    jobs = [
+        ("budget.ratios.query", [f"0.0{p}{r}" for r in range(1, ROUNDS + 1)]) for p in range(3, 9)
+    ]  # process p sets 0.0p1 ... 0.0p6
     candidates = {
         text_after(base, tmp_path, [("budget.ratios.query", values[-1])]) for _, values in jobs
     }
@@ -56,14 +68,20 @@ def test_processes_setting_one_key_leave_one_candidate(tmp_path: Path) -> None:
 def test_processes_setting_different_keys_lose_no_edit(tmp_path: Path) -> None:
     folder = copy_policies(tmp_path)
     base = folder / "base.yaml"
-    keys = ["system_prompt", "framework__context", "experience__context", "knowledge__context",
-            "todo__context", "compression__context"]
-    jobs = [(f"budget.ratios.{key}", [f"0.0{r}" for r in range(1, ROUNDS + 1)])
-            for key in keys]
+    keys = [
+        "system_prompt",
+        "framework__context",
+        "experience__context",
+        "knowledge__context",
+        "todo__context",
+        "compression__context",
+    ]
+    jobs = [(f"budget.ratios.{key}", [f"0.0{r}" for r in range(1, ROUNDS + 1)]) for key in keys]
     codes = run_burst(base, tmp_path / "go", jobs)
     assert codes == [[0] * ROUNDS] * len(jobs)
-    expected = text_after((ROOT / "policies" / "base.yaml"), tmp_path,
-                          [(key, values[-1]) for key, values in jobs])
+    expected = text_after(
+        (ROOT / "policies" / "base.yaml"), tmp_path, [(key, values[-1]) for key, values in jobs]
+    )
     assert base.read_bytes() == expected  # every process's last edit, nothing else
     ratios = load_policy(base).budget.ratios
     assert {k: ratios[k] for k in keys} == dict.fromkeys(keys, float(f"0.0{ROUNDS}"))

@@ -72,10 +72,12 @@ def policy(tmp_path: Path) -> tuple[Path, bytes, bytes]:
 
 @pytest.mark.parametrize(
     "error",
-    [disk_full,
-     lambda step: PermissionError(errno.EACCES, f"Permission denied (injected at {step})"),
-     lambda step: InjectedFault(errno.EIO, f"Input/output error (injected at {step})"),
-     lambda step: KeyboardInterrupt()],
+    [
+        disk_full,
+        lambda step: PermissionError(errno.EACCES, f"Permission denied (injected at {step})"),
+        lambda step: InjectedFault(errno.EIO, f"Input/output error (injected at {step})"),
+        lambda step: KeyboardInterrupt(),
+    ],
     ids=["ENOSPC", "EACCES", "EIO", "KeyboardInterrupt"],
 )
 def test_a_failure_at_every_step_leaves_old_or_new_and_no_temp_file(
@@ -173,9 +175,20 @@ def test_set_on_a_fifo_is_refused_not_hung(tmp_path: Path) -> None:
     os.mkfifo(fifo)
     try:
         result = subprocess.run(
-            [sys.executable, "-c", "from ctxpolicy.cli import console_main; console_main()",
-             "set", str(fifo), "name", "x"],
-            cwd=ROOT, capture_output=True, text=True, timeout=8, check=False,
+            [
+                sys.executable,
+                "-c",
+                "from ctxpolicy.cli import console_main; console_main()",
+                "set",
+                str(fifo),
+                "name",
+                "x",
+            ],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=8,
+            check=False,
         )
     except subprocess.TimeoutExpired:
         pytest.fail("ctxpolicy set hung on a FIFO")
@@ -186,7 +199,7 @@ def test_set_on_a_fifo_is_refused_not_hung(tmp_path: Path) -> None:
 
 def test_set_on_a_file_over_the_size_limit_is_refused_unchanged(tmp_path: Path) -> None:
     from ctxpolicy.cli import main
-    from ctxpolicy.loading.limits import MAX_FILE_BYTES
+    from ctxpolicy.diagnostics import MAX_FILE_BYTES
 
     big = tmp_path / "big.yaml"
     body = b"version: 1\nname: big\n" + b"# padding\n" * (MAX_FILE_BYTES // 10 + 1)

@@ -32,7 +32,10 @@ COLD_KILLS = 8
 def start_loop(base: Path) -> subprocess.Popen[bytes]:
     proc = subprocess.Popen(
         [sys.executable, "-m", "tests.filesafety.driver", "loop", str(base), KEY, NEW, OLD],
-        cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        cwd=ROOT,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
     )
     assert proc.stdout is not None
     assert proc.stdout.readline() == b"ready\n", proc.stderr.read() if proc.stderr else b""
@@ -71,9 +74,18 @@ def test_sigkill_at_random_moments_leaves_old_or_new_file(tmp_path: Path) -> Non
         seen.add(content)
     for _ in range(COLD_KILLS):
         proc = subprocess.Popen(
-            [sys.executable, "-c", "from ctxpolicy.cli import console_main; console_main()",
-             "set", str(base), KEY, NEW if base.read_bytes() == old else OLD],
-            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            [
+                sys.executable,
+                "-c",
+                "from ctxpolicy.cli import console_main; console_main()",
+                "set",
+                str(base),
+                KEY,
+                NEW if base.read_bytes() == old else OLD,
+            ],
+            cwd=ROOT,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
         )
         time.sleep(rnd.uniform(0.05, 1.2))
         kill(proc)

@@ -14,7 +14,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from ctxpolicy.loading.limits import MAX_DEPTH, MAX_FILE_BYTES
+from ctxpolicy.diagnostics import MAX_DEPTH, MAX_FILE_BYTES
 
 ROOT = Path(__file__).resolve().parents[2]
 CORPUS = Path(__file__).resolve().parent / "corpus"
@@ -70,8 +70,9 @@ def committed_cases() -> list[Case]:
             }
             cases.append(Case(f"corpus/{entry.name}", files, "main.yaml", expected))
         else:
-            cases.append(Case(f"corpus/{entry.name}", {entry.name: entry.read_bytes()},
-                              entry.name, expected))
+            cases.append(
+                Case(f"corpus/{entry.name}", {entry.name: entry.read_bytes()}, entry.name, expected)
+            )
     return cases
 
 
@@ -89,8 +90,10 @@ def _garbage(rnd: random.Random, count: int) -> Iterator[Case]:
         yield Case(f"garbage-{n:02d}{suffix}", {f"p{suffix}": data}, f"p{suffix}", INVALID)
     # garbage that is valid UTF-8 but still nonsense
     for n in range(count // 2):
-        text = "".join(chr(rnd.choice((rnd.randrange(32, 127), rnd.randrange(0x80, 0x3000))))
-                       for _ in range(rnd.randrange(1, 400)))
+        text = "".join(
+            chr(rnd.choice((rnd.randrange(32, 127), rnd.randrange(0x80, 0x3000))))
+            for _ in range(rnd.randrange(1, 400))
+        )
         yield Case(f"garbage-text-{n:02d}", {"p.yaml": text.encode()}, "p.yaml", INVALID)
 
 
@@ -130,8 +133,9 @@ def _mutate(rnd: random.Random, source: bytes) -> bytes:
 
 def _mutations(rnd: random.Random, count: int) -> Iterator[Case]:
     for n in range(count):
-        yield Case(f"mutated-base-{n:03d}", _with_templates({"p.yaml": _mutate(rnd, BASE)}),
-                   "p.yaml", ANY)
+        yield Case(
+            f"mutated-base-{n:03d}", _with_templates({"p.yaml": _mutate(rnd, BASE)}), "p.yaml", ANY
+        )
     for n in range(count // 3):
         files = {"teams/p.toml": _mutate(rnd, TEAM_TOML), "base.yaml": BASE}
         yield Case(f"mutated-analytics-{n:03d}", _with_templates(files), "teams/p.toml", ANY)
@@ -144,7 +148,8 @@ def _encodings() -> Iterator[Case]:
         rel = path.relative_to(POLICIES).as_posix()
         siblings = {
             p.relative_to(POLICIES).as_posix(): p.read_bytes()
-            for p in POLICIES.rglob("*") if p.is_file()
+            for p in POLICIES.rglob("*")
+            if p.is_file()
         }
         raw = path.read_bytes()
         for label, data in (
@@ -164,15 +169,17 @@ def _encodings() -> Iterator[Case]:
     ):
         yield Case(f"encoding-{label}", {"p.yaml": data}, "p.yaml", INVALID)
     # YAML itself allows a BOM at the start of a stream: a doubled BOM still reads
-    yield Case("encoding-double-bom", {"p.yaml": b"\xef\xbb\xbf\xef\xbb\xbf" + HEADER},
-               "p.yaml", "valid")
+    yield Case(
+        "encoding-double-bom", {"p.yaml": b"\xef\xbb\xbf\xef\xbb\xbf" + HEADER}, "p.yaml", "valid"
+    )
 
 
 def _nul_bytes() -> Iterator[Case]:
     lines = BASE.split(b"\n")
     for n, index in enumerate((0, 7, 20, len(lines) // 2, len(lines) - 2)):
-        data = b"\n".join([*lines[:index], lines[index][:3] + b"\x00" + lines[index][3:],
-                           *lines[index + 1 :]])
+        data = b"\n".join(
+            [*lines[:index], lines[index][:3] + b"\x00" + lines[index][3:], *lines[index + 1 :]]
+        )
         yield Case(f"nul-in-line-{n}", _with_templates({"p.yaml": data}), "p.yaml", INVALID)
     yield Case("nul-only", {"p.yaml": b"\x00" * 100}, "p.yaml", INVALID)
     yield Case("nul-toml", {"p.toml": b'version = 1\x00\nname = "t"\n'}, "p.toml", INVALID)
@@ -183,34 +190,92 @@ def _sizes() -> Iterator[Case]:
         names = [f"l{i:05d}__context" for i in range(count)]
         order = "".join(f"  - {n}\n" for n in names)
         body = "".join(f"  {n}: {{collector: {{type: template, template: x}}}}\n" for n in names)
-        return (HEADER.decode() + "order:\n  - system_prompt\n" + order
-                + "  - checkpoint_messages\n  - query\nlayers:\n" + body).encode()
+        return (
+            HEADER.decode()
+            + "order:\n  - system_prompt\n"
+            + order
+            + "  - checkpoint_messages\n  - query\nlayers:\n"
+            + body
+        ).encode()
 
     yield Case("10000-layers", {"p.yaml": layers(10_000)}, "p.yaml", "file.too-many-nodes")
-    yield Case("10000-order-entries", {"p.yaml": HEADER + b"order:\n  - system_prompt\n"
-               + b"".join(b"  - l%05d__context\n" % i for i in range(10_000))
-               + b"  - checkpoint_messages\n  - query\n"}, "p.yaml", "valid")  # 10,000 warnings
-    yield Case("10000-layers-toml", {"p.toml": b'version = 1\nname = "t"\n' + b"".join(
-        b'[layers.l%05d__context.collector]\ntype = "template"\ntemplate = "x"\n' % i
-        for i in range(10_000))}, "p.toml", "file.too-many-nodes")
-    yield Case("200k-array-toml", {"p.toml": b'version = 1\nname = "t"\nvars = {a = ['
-               + b"1," * 200_000 + b"1]}\n"}, "p.toml", "file.too-many-nodes")
+    yield Case(
+        "10000-order-entries",
+        {
+            "p.yaml": HEADER
+            + b"order:\n  - system_prompt\n"
+            + b"".join(b"  - l%05d__context\n" % i for i in range(10_000))
+            + b"  - checkpoint_messages\n  - query\n"
+        },
+        "p.yaml",
+        "valid",
+    )  # 10,000 warnings
+    yield Case(
+        "10000-layers-toml",
+        {
+            "p.toml": b'version = 1\nname = "t"\n'
+            + b"".join(
+                b'[layers.l%05d__context.collector]\ntype = "template"\ntemplate = "x"\n' % i
+                for i in range(10_000)
+            )
+        },
+        "p.toml",
+        "file.too-many-nodes",
+    )
+    yield Case(
+        "200k-array-toml",
+        {"p.toml": b'version = 1\nname = "t"\nvars = {a = [' + b"1," * 200_000 + b"1]}\n"},
+        "p.toml",
+        "file.too-many-nodes",
+    )
     room = MAX_FILE_BYTES - len(HEADER) - len(b"description: \n")
-    yield Case("1mb-line-at-limit", {"p.yaml": HEADER + b"description: " + b"x" * room + b"\n"},
-               "p.yaml", "valid")
-    yield Case("1mb-line-over-limit", {"p.yaml": HEADER + b"description: " + b"x" * (room + 1)
-               + b"\n"}, "p.yaml", "file.too-large")
-    yield Case("1mb-key", {"p.yaml": HEADER + b"vars:\n  " + b"k" * (room - 20) + b": 1\n"},
-               "p.yaml", INVALID)
+    yield Case(
+        "1mb-line-at-limit",
+        {"p.yaml": HEADER + b"description: " + b"x" * room + b"\n"},
+        "p.yaml",
+        "valid",
+    )
+    yield Case(
+        "1mb-line-over-limit",
+        {"p.yaml": HEADER + b"description: " + b"x" * (room + 1) + b"\n"},
+        "p.yaml",
+        "file.too-large",
+    )
+    yield Case(
+        "1mb-key",
+        {"p.yaml": HEADER + b"vars:\n  " + b"k" * (room - 20) + b": 1\n"},
+        "p.yaml",
+        INVALID,
+    )
     escapes = b"\\x41" * (room // 4 - 1)
-    yield Case("1mb-quoted-escapes", {"p.yaml": HEADER + b'description: "' + escapes + b'"\n'},
-               "p.yaml", "valid")
-    yield Case("1mb-toml-string", {"p.toml": b'version = 1\nname = "t"\ndescription = "'
-               + b"y" * (MAX_FILE_BYTES - 60) + b'"\n'}, "p.toml", "valid")
-    yield Case("100k-digit-int", {"p.yaml": HEADER + b"vars: {n: " + b"9" * 100_000 + b"}\n"},
-               "p.yaml", "value.too-long")
-    yield Case("100k-digit-int-toml", {"p.toml": b'version = 1\nname = "t"\n[vars]\nn = '
-               + b"9" * 100_000 + b"\n"}, "p.toml", "value.too-long")
+    yield Case(
+        "1mb-quoted-escapes",
+        {"p.yaml": HEADER + b'description: "' + escapes + b'"\n'},
+        "p.yaml",
+        "valid",
+    )
+    yield Case(
+        "1mb-toml-string",
+        {
+            "p.toml": b'version = 1\nname = "t"\ndescription = "'
+            + b"y" * (MAX_FILE_BYTES - 60)
+            + b'"\n'
+        },
+        "p.toml",
+        "valid",
+    )
+    yield Case(
+        "100k-digit-int",
+        {"p.yaml": HEADER + b"vars: {n: " + b"9" * 100_000 + b"}\n"},
+        "p.yaml",
+        "value.too-long",
+    )
+    yield Case(
+        "100k-digit-int-toml",
+        {"p.toml": b'version = 1\nname = "t"\n[vars]\nn = ' + b"9" * 100_000 + b"\n"},
+        "p.toml",
+        "value.too-long",
+    )
     yield Case("50k-line-comments", {"p.yaml": HEADER + b"# c\n" * 50_000}, "p.yaml", "valid")
     yield Case("100k-empty-lines-crlf", {"p.yaml": HEADER + b"\r\n" * 100_000}, "p.yaml", "valid")
 
@@ -221,40 +286,76 @@ def _nesting() -> Iterator[Case]:
         return HEADER + b"vars:\n" + b"\n".join(lines) + b"\n" + b"  " * depth + b"v: 1\n"
 
     yield Case("nested-block-at-limit", {"p.yaml": block(MAX_DEPTH - 1)}, "p.yaml", "valid")
-    yield Case("nested-block-over-limit", {"p.yaml": block(MAX_DEPTH + 1)}, "p.yaml",
-               "yaml.too-deep")
+    yield Case(
+        "nested-block-over-limit", {"p.yaml": block(MAX_DEPTH + 1)}, "p.yaml", "yaml.too-deep"
+    )
     for depth in (1_000, 100_000):
-        yield Case(f"nested-flow-seq-{depth}", {"p.yaml": HEADER + b"vars: {a: " + b"[" * depth
-                   + b"]" * depth + b"}\n"}, "p.yaml", "yaml.too-deep")
-        yield Case(f"nested-flow-map-{depth}", {"p.yaml": HEADER + b"vars: " + b"{a: " * depth
-                   + b"1" + b"}" * depth + b"\n"}, "p.yaml", "yaml.too-deep")
-        yield Case(f"unclosed-flow-{depth}", {"p.yaml": HEADER + b"vars: " + b"[" * depth},
-                   "p.yaml", INVALID)
-        yield Case(f"nested-toml-array-{depth}", {"p.toml": b'version = 1\nname = "t"\nv = '
-                   + b"[" * depth + b"]" * depth + b"\n"}, "p.toml", INVALID)
-        yield Case(f"nested-toml-inline-{depth}", {"p.toml": b'version = 1\nname = "t"\nv = '
-                   + b"{a = " * depth + b"1" + b"}" * depth + b"\n"}, "p.toml", INVALID)
-    yield Case("nested-toml-table-2000", {"p.toml": b'version = 1\nname = "t"\n['
-               + b".".join([b"a"] * 2000) + b"]\n"}, "p.toml", INVALID)
+        yield Case(
+            f"nested-flow-seq-{depth}",
+            {"p.yaml": HEADER + b"vars: {a: " + b"[" * depth + b"]" * depth + b"}\n"},
+            "p.yaml",
+            "yaml.too-deep",
+        )
+        yield Case(
+            f"nested-flow-map-{depth}",
+            {"p.yaml": HEADER + b"vars: " + b"{a: " * depth + b"1" + b"}" * depth + b"\n"},
+            "p.yaml",
+            "yaml.too-deep",
+        )
+        yield Case(
+            f"unclosed-flow-{depth}",
+            {"p.yaml": HEADER + b"vars: " + b"[" * depth},
+            "p.yaml",
+            INVALID,
+        )
+        yield Case(
+            f"nested-toml-array-{depth}",
+            {"p.toml": b'version = 1\nname = "t"\nv = ' + b"[" * depth + b"]" * depth + b"\n"},
+            "p.toml",
+            INVALID,
+        )
+        yield Case(
+            f"nested-toml-inline-{depth}",
+            {
+                "p.toml": b'version = 1\nname = "t"\nv = '
+                + b"{a = " * depth
+                + b"1"
+                + b"}" * depth
+                + b"\n"
+            },
+            "p.toml",
+            INVALID,
+        )
+    yield Case(
+        "nested-toml-table-2000",
+        {"p.toml": b'version = 1\nname = "t"\n[' + b".".join([b"a"] * 2000) + b"]\n"},
+        "p.toml",
+        INVALID,
+    )
     # billion laughs with block collections and with anchors on mappings
     laughs = [b"a0: &a0 {x: 1, y: 2, z: 3, w: 4}"]
-    laughs += [b"a%d: &a%d [" % (i, i) + b", ".join([b"*a%d" % (i - 1)] * 10) + b"]"
-               for i in range(1, 9)]
-    yield Case("alias-bomb-mappings", {"p.yaml": HEADER + b"vars:\n  " + b"\n  ".join(laughs)
-               + b"\n"}, "p.yaml", "yaml.alias-expansion")
+    laughs += [
+        b"a%d: &a%d [" % (i, i) + b", ".join([b"*a%d" % (i - 1)] * 10) + b"]" for i in range(1, 9)
+    ]
+    yield Case(
+        "alias-bomb-mappings",
+        {"p.yaml": HEADER + b"vars:\n  " + b"\n  ".join(laughs) + b"\n"},
+        "p.yaml",
+        "yaml.alias-expansion",
+    )
 
 
 def _extends_chains() -> Iterator[Case]:
     for length, expected in ((8, "valid"), (12, "extends.depth")):
-        files = {f"p{i}.yaml": HEADER + f"extends: p{i + 1}.yaml\n".encode()
-                 for i in range(length)}
+        files = {f"p{i}.yaml": HEADER + f"extends: p{i + 1}.yaml\n".encode() for i in range(length)}
         files[f"p{length}.yaml"] = HEADER
         yield Case(f"extends-chain-{length}", files, "p0.yaml", expected)
     # a wide diamond: 30 parents that all extend one grandparent
     files = {f"p{i}.yaml": HEADER + b"extends: g.yaml\n" for i in range(30)}
     files["g.yaml"] = HEADER
-    files["main.yaml"] = HEADER + b"extends: [" + b", ".join(
-        f"p{i}.yaml".encode() for i in range(30)) + b"]\n"
+    files["main.yaml"] = (
+        HEADER + b"extends: [" + b", ".join(f"p{i}.yaml".encode() for i in range(30)) + b"]\n"
+    )
     yield Case("extends-wide-diamond", files, "main.yaml", "valid")
     # every file of a 6-level binary tree of parents extends two more: 2^6 reads, no cycle
     files = {}

@@ -21,8 +21,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from ctxpolicy.diagnostics import PolicyIssue
 from ctxpolicy.errors import PolicyValidationError
-from ctxpolicy.issues import PolicyIssue
 from ctxpolicy.loading import load_policy, validate_paths
 from ctxpolicy.loading.toml_reader import parse_toml
 from ctxpolicy.loading.yaml_reader import parse_yaml
@@ -66,18 +66,44 @@ TOML_NOISE = st.text(
     max_size=300,
 )
 JSON_VALUES = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False)
-    | st.text(max_size=30),
-    lambda inner: st.lists(inner, max_size=5) | st.dictionaries(st.text(max_size=20), inner,
-                                                                 max_size=5),
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=30),
+    lambda inner: (
+        st.lists(inner, max_size=5) | st.dictionaries(st.text(max_size=20), inner, max_size=5)
+    ),
     max_leaves=25,
 )
-KEYS = st.sampled_from([
-    "version", "name", "extends", "order", "layers", "budget", "ratios", "model", "processes",
-    "collector", "type", "template", "template_file", "root", "include", "exclude", "persist",
-    "shared", "overflow", "query", "checkpoint_messages", "share_context", "default_process",
-    "knowledge__context", "framework__context", "system_prompt", "l\u0430yers", "<<",
-])
+KEYS = st.sampled_from(
+    [
+        "version",
+        "name",
+        "extends",
+        "order",
+        "layers",
+        "budget",
+        "ratios",
+        "model",
+        "processes",
+        "collector",
+        "type",
+        "template",
+        "template_file",
+        "root",
+        "include",
+        "exclude",
+        "persist",
+        "shared",
+        "overflow",
+        "query",
+        "checkpoint_messages",
+        "share_context",
+        "default_process",
+        "knowledge__context",
+        "framework__context",
+        "system_prompt",
+        "l\u0430yers",
+        "<<",
+    ]
+)
 
 
 @pytest.fixture(scope="module")
@@ -241,6 +267,7 @@ def test_structurally_mutated_base_policy(
 
 def _to_toml(data: Any) -> str | None:
     """A TOML rendering (inline tables) of JSON-like data, None when TOML cannot hold it."""
+
     def value(v: Any) -> str | None:
         if v is None:
             return None

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from ctxpolicy.cli import main
+from ctxpolicy.diagnostics import PolicyIssue
 from ctxpolicy.errors import PolicyValidationError
-from ctxpolicy.issues import PolicyIssue
 from ctxpolicy.loading import load_policy, validate_paths
 from ctxpolicy.policy import Policy
 from tests.hostile.cases import ANY, INVALID, Case, all_cases, committed_cases
@@ -126,9 +126,9 @@ def test_yaml_python_tags_are_never_constructed(tmp_path: Path) -> None:
     policy = tmp_path / "p.yaml"
     policy.write_text(
         "version: 1\nname: t\nvars:\n"
-        f"  x: !!python/object/apply:os.system [\"touch {flag}\"]\n"
+        f'  x: !!python/object/apply:os.system ["touch {flag}"]\n'
         "  y: !!python/object/apply:pathlib.Path.touch\n"
-        f"    [!!python/object/apply:pathlib.Path [\"{flag}\"]]\n"
+        f'    [!!python/object/apply:pathlib.Path ["{flag}"]]\n'
     )
     issues = validate_paths([policy])
     tags = [(i.line, i.column) for i in issues if i.rule == "yaml.tag"]
@@ -145,9 +145,11 @@ def test_confusable_key_names_the_real_key(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     "name",
-    ["corpus/template.syntax__template-include-itself.yaml",
-     "corpus/template.syntax__template-file-includes-itself",
-     "corpus/template.syntax__template-file-mutual-imports"],
+    [
+        "corpus/template.syntax__template-include-itself.yaml",
+        "corpus/template.syntax__template-file-includes-itself",
+        "corpus/template.syntax__template-file-mutual-imports",
+    ],
 )
 def test_templates_that_load_templates_are_refused_with_their_line(
     name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
@@ -169,11 +171,13 @@ def test_recursive_templates_compose_with_the_layer_reported_not_a_crash(
 ) -> None:
     case = CASES[name]
     case.write(tmp_path)
-    (tmp_path / "state.json").write_text('{"messages": [{"type": "human", "content": "hi"}],'
-                                         ' "todo": "x"}')
+    (tmp_path / "state.json").write_text(
+        '{"messages": [{"type": "human", "content": "hi"}], "todo": "x"}'
+    )
     monkeypatch.chdir(tmp_path)
-    code = main(["preview", case.target, "--process", "react", "--state", "state.json",
-                 "--format", "json"])
+    code = main(
+        ["preview", case.target, "--process", "react", "--state", "state.json", "--format", "json"]
+    )
     out, err = capsys.readouterr()
     assert "Traceback" not in out + err
     assert code == 0, err

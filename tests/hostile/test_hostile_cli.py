@@ -22,7 +22,12 @@ def ctxpolicy(*argv: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     env["PYTHONPATH"] = str(ROOT)
     return subprocess.run(
         [sys.executable, "-c", "from ctxpolicy.cli import console_main; console_main()", *argv],
-        cwd=cwd, capture_output=True, text=True, timeout=TIMEOUT_S, env=env, check=False,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S,
+        env=env,
+        check=False,
     )
 
 
@@ -32,17 +37,40 @@ def clean(result: subprocess.CompletedProcess[str], *, allowed: tuple[int, ...])
 
 
 #: The generated cases that stress time and memory most, plus one of each other kind.
-BIG = ("10000-layers", "10000-layers-toml", "10000-order-entries", "1mb-line-at-limit",
-       "1mb-key", "1mb-quoted-escapes", "100k-digit-int", "100k-digit-int-toml",
-       "nested-flow-seq-100000", "nested-flow-map-100000", "unclosed-flow-100000",
-       "nested-toml-inline-100000", "nested-toml-table-2000", "alias-bomb-mappings",
-       "extends-chain-12", "extends-binary-tree", "garbage-00.yaml", "garbage-01.toml",
-       "nul-only", "encoding-utf16", "bom-crlf-base.yaml", "mutated-base-000")
+BIG = (
+    "10000-layers",
+    "10000-layers-toml",
+    "10000-order-entries",
+    "1mb-line-at-limit",
+    "1mb-key",
+    "1mb-quoted-escapes",
+    "100k-digit-int",
+    "100k-digit-int-toml",
+    "nested-flow-seq-100000",
+    "nested-flow-map-100000",
+    "unclosed-flow-100000",
+    "nested-toml-inline-100000",
+    "nested-toml-table-2000",
+    "alias-bomb-mappings",
+    "extends-chain-12",
+    "extends-binary-tree",
+    "garbage-00.yaml",
+    "garbage-01.toml",
+    "nul-only",
+    "encoding-utf16",
+    "bom-crlf-base.yaml",
+    "mutated-base-000",
+)
 #: Committed cases run through ``show`` one by one (the rest go through folder runs).
-SHOWN = ("yaml.tag__python-object-apply.yaml", "schema.unknown-key__cyrillic-a-in-layers.yaml",
-         "extends.cycle__diamond-with-back-edge", "valid__extends-diamond",
-         "template.syntax__template-file-includes-itself", "toml.syntax__surrogate-escape.toml",
-         "yaml.syntax__impossible-date.yaml")
+SHOWN = (
+    "yaml.tag__python-object-apply.yaml",
+    "schema.unknown-key__cyrillic-a-in-layers.yaml",
+    "extends.cycle__diamond-with-back-edge",
+    "valid__extends-diamond",
+    "template.syntax__template-file-includes-itself",
+    "toml.syntax__surrogate-escape.toml",
+    "yaml.syntax__impossible-date.yaml",
+)
 
 
 def expected_code(case: Case) -> int | None:

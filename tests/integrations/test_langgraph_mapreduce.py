@@ -43,7 +43,17 @@ def test_worker_crash_then_resume_gives_one_result_per_task(tmp_path: Path) -> N
     # the history carries a message the workers must never see
     with pytest.raises(ModelDown):
         graph.invoke({"messages": [HumanMessage("profile the orders table")]}, CONFIG)
-    assert graph.get_state(CONFIG).next == ("mapreduce_worker",)
+    # The failing worker is pending, with its error; a sibling worker that finished first
+    # kept its write, one still running when the failure ended the step did not: how many
+    # siblings are pending depends on the scheduler (on a loaded machine, two can be), so
+    # only "workers only, one of them failed" is asserted. The resume must then give one
+    # result per task either way.
+    snapshot = graph.get_state(CONFIG)
+    assert set(snapshot.next) == {"mapreduce_worker"}
+    assert 1 <= len(snapshot.next) <= 3
+    failed = [task for task in snapshot.tasks if task.error is not None]
+    assert len(failed) == 1
+    assert "check nulls" in repr(failed[0].error)
 
     state = graph.invoke(None, CONFIG)
     results = state["mapreduce_results"]

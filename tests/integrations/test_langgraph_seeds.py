@@ -14,8 +14,8 @@ from langgraph.prebuilt import ToolNode, tools_condition
 from langgraph.store.memory import InMemoryStore
 from pydantic import Field
 
-from ctxpolicy.blocks.errors import PathEscapeError
 from ctxpolicy.blocks.tools import policy_file_tools
+from ctxpolicy.errors import PathEscapeError
 from ctxpolicy.integrations.langgraph import agent_node, init_context_engine, policy_tools
 from ctxpolicy.integrations.langgraph import state_schema as schema_of
 from ctxpolicy.loading import load_policy, validate_paths

@@ -7,11 +7,10 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from ctxpolicy.diagnostics import MAX_FILE_BYTES, Location, format_path, locate
 from ctxpolicy.errors import PolicyValidationError
 from ctxpolicy.loading import load_policy, resolve_policy, validate_paths
-from ctxpolicy.loading.document import read_document
-from ctxpolicy.loading.limits import MAX_FILE_BYTES
-from ctxpolicy.loading.sourcemap import Location, format_path, locate
+from ctxpolicy.loading.read import read_document
 from ctxpolicy.loading.toml_reader import parse_toml, scan_toml_keys
 from ctxpolicy.loading.yaml_reader import parse_yaml
 
@@ -50,7 +49,9 @@ def test_toml_location_of_a_schema_error(tmp_path: Path, write) -> None:
 
 
 def test_yaml_and_toml_load_to_the_same_effective_policy(write) -> None:
-    write("p.yaml", """\
+    write(
+        "p.yaml",
+        """\
 version: 1
 name: same
 enable_share_context: false
@@ -62,8 +63,11 @@ layers:
 processes:
   react: {include: [knowledge__context]}
   mapreduce_worker: {checkpoint_messages: false, share_context: false, query: runtime}
-""")
-    write("p.toml", """\
+""",
+    )
+    write(
+        "p.toml",
+        """\
 version = 1
 name = "same"
 enable_share_context = false
@@ -79,7 +83,8 @@ include = ["knowledge__context"]
 checkpoint_messages = false
 share_context = false
 query = "runtime"
-""")
+""",
+    )
     a = resolve_policy("p.yaml").policy
     b = resolve_policy("p.toml").policy
     assert a is not None and b is not None
@@ -130,8 +135,11 @@ def test_validate_paths_returns_every_issue_of_every_file(write) -> None:
 
 
 def test_did_you_mean_on_unknown_keys_and_enums(write) -> None:
-    write("p.yaml", "version: 1\nname: t\nmodel: {tokeniser: cl100k_base}\n"
-          "layers:\n  todo_context: {}\n  knowledge__context: {overflow: truncate}\n")
+    write(
+        "p.yaml",
+        "version: 1\nname: t\nmodel: {tokeniser: cl100k_base}\n"
+        "layers:\n  todo_context: {}\n  knowledge__context: {overflow: truncate}\n",
+    )
     messages = {i.path: i.message for i in validate_paths(["p.yaml"])}
     assert "did you mean 'tokenizer'?" in messages["$.model.tokeniser"]
     assert "did you mean 'todo__context'?" in messages["$.layers.todo_context"]
@@ -154,25 +162,41 @@ def test_bundled_policies_are_valid() -> None:
 
 _SEED_YAML = (REPO / "policies" / "base.yaml").read_text(encoding="utf-8")
 _SEED_TOML = (REPO / "policies" / "teams" / "analytics.toml").read_text(encoding="utf-8")
-_NOISE = st.sampled_from([
-    *":-[]{}&*!|>'\"#%@`,?\n\t =.\\",
-    "  ", "\n  ", "- ", ": ", "&a ", "*a", "<<: ", "!!binary ", "---\n", "\ufeff", "\x00",
-    "é", "[[",
-])
+_NOISE = st.sampled_from(
+    [
+        *":-[]{}&*!|>'\"#%@`,?\n\t =.\\",
+        "  ",
+        "\n  ",
+        "- ",
+        ": ",
+        "&a ",
+        "*a",
+        "<<: ",
+        "!!binary ",
+        "---\n",
+        "\ufeff",
+        "\x00",
+        "é",
+        "[[",
+    ]
+)
 
 
 def _mutate(text: str, edits: list[tuple[int, int, str]]) -> str:
     for position, delete, insert in edits:
         at = position % (len(text) + 1)
-        text = text[:at] + insert + text[at + delete:]
+        text = text[:at] + insert + text[at + delete :]
     return text
 
 
 _EDITS = st.lists(st.tuples(st.integers(0, 10_000), st.integers(0, 8), _NOISE), max_size=6)
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow,
-                                                                  HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=150,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
 @given(edits=_EDITS, toml=st.booleans())
 def test_loader_never_raises_on_mutated_text(tmp_path: Path, edits, toml: bool) -> None:
     name = "m.toml" if toml else "m.yaml"

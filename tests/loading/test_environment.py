@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from ctxpolicy.errors import PolicyValidationError
+from ctxpolicy.errors import PolicyNotGivenError, PolicyValidationError
 from ctxpolicy.loading import explain_policy, load_policy, resolve_policy
+from ctxpolicy.settings import policy_path, read_settings
 
 FILE = "version: 1\nname: t\nenable_share_context: true\nmodel: {tokenizer: o200k_base}\n"
 
@@ -93,15 +96,19 @@ def test_explain_names_the_source_of_each_value(write, monkeypatch) -> None:
 
 @pytest.mark.parametrize(
     ("variable", "value"),
-    [("CTXPOLICY_ENABLE_SHARE_CONTEXT", "perhaps"), ("CTXPOLICY_TOKENIZER", "gpt2"),
-     ("CTXPOLICY_CONTEXT_WINDOW", "-5")],
+    [
+        ("CTXPOLICY_ENABLE_SHARE_CONTEXT", "perhaps"),
+        ("CTXPOLICY_TOKENIZER", "gpt2"),
+        ("CTXPOLICY_CONTEXT_WINDOW", "-5"),
+    ],
 )
 def test_every_invalid_variable_is_one_issue(write, monkeypatch, variable, value) -> None:
     write("p.yaml", FILE)
     monkeypatch.setenv(variable, value)
-    monkeypatch.setenv("CTXPOLICY_TOKENIZER" if "TOKENIZER" not in variable
-                       else "CTXPOLICY_CONTEXT_WINDOW", "1000" if "TOKENIZER" in variable
-                       else "approximate")
+    monkeypatch.setenv(
+        "CTXPOLICY_TOKENIZER" if "TOKENIZER" not in variable else "CTXPOLICY_CONTEXT_WINDOW",
+        "1000" if "TOKENIZER" in variable else "approximate",
+    )
     issues = resolve_policy("p.yaml").issues
     assert [(i.file, i.rule) for i in issues] == [(f"<env {variable}>", "env.invalid")]
 
@@ -124,3 +131,30 @@ def test_an_empty_environment_variable_is_unset_not_invalid(write, monkeypatch, 
     assert policy.enable_share_context is True
     assert policy.model.tokenizer == "o200k_base"
     assert policy.model.context_window == 128_000
+
+
+def test_one_resolver_for_the_policy_path(write, monkeypatch) -> None:
+    assert policy_path("given.yaml") == Path("given.yaml")
+    monkeypatch.setenv("CTXPOLICY_POLICY", "from-env.yaml")
+    assert policy_path() == Path("from-env.yaml")
+    assert policy_path("given.yaml") == Path("given.yaml")  # an argument wins
+    assert policy_path(environ={"CTXPOLICY_POLICY": "other.yaml"}) == Path("other.yaml")
+    monkeypatch.setenv("CTXPOLICY_POLICY", "")  # empty counts as unset
+    with pytest.raises(PolicyNotGivenError) as caught:
+        policy_path()
+    # one error for every caller: an invalid-policy error with one issue, and a ValueError
+    assert isinstance(caught.value, PolicyValidationError)
+    assert isinstance(caught.value, ValueError)
+    assert [(i.file, i.rule) for i in caught.value.issues] == [
+        ("<env CTXPOLICY_POLICY>", "env.missing")
+    ]
+
+
+def test_variable_names_are_case_insensitive_and_others_ignored() -> None:
+    settings, problems = read_settings(
+        {"ctxpolicy_tokenizer": "approximate", "CTXPOLICY_UNKNOWN": "x", "HOME": "/root"}
+    )
+    assert settings.tokenizer == "approximate" and problems == []
+    settings, problems = read_settings({"CTXPOLICY_CONTEXT_WINDOW": "0", "CTXPOLICY_POLICY": "p"})
+    assert settings.context_window is None and settings.policy == Path("p")
+    assert [variable for variable, _ in problems] == ["CTXPOLICY_CONTEXT_WINDOW"]

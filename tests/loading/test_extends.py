@@ -34,7 +34,9 @@ def _base(write) -> None:
 
 def test_child_wins_mappings_merge_lists_replace(write) -> None:
     _base(write)
-    write("teams/a.yaml", """\
+    write(
+        "teams/a.yaml",
+        """\
 version: 1
 name: team-a
 extends: ../base.yaml
@@ -42,27 +44,36 @@ vars: {team: a}
 budget:
   ratios: {query: 0.2}
 order: [system_prompt, knowledge__context, framework__context, checkpoint_messages, query]
-""")
+""",
+    )
     policy = load_policy("teams/a.yaml")
     assert policy.name == "team-a"
     assert dict(policy.vars) == {"product": "Datapillar", "team": "a"}
     assert dict(policy.budget.ratios) == {"system_prompt": 0.1, "query": 0.2}
     assert policy.budget.output_reserve == 0.2
-    assert policy.order == ("system_prompt", "knowledge__context", "framework__context",
-                            "checkpoint_messages", "query")
+    assert policy.order == (
+        "system_prompt",
+        "knowledge__context",
+        "framework__context",
+        "checkpoint_messages",
+        "query",
+    )
     assert policy.extends == "../base.yaml"
 
 
 def test_collector_mapping_replaces_the_parents_collector_whole(write) -> None:
     _base(write)
-    write("teams/a.yaml", """\
+    write(
+        "teams/a.yaml",
+        """\
 version: 1
 name: team-a
 extends: ../base.yaml
 layers:
   knowledge__context:
     collector: {type: memory, tier: l2}
-""")
+""",
+    )
     spec = load_policy("teams/a.yaml").layers["knowledge__context"].collector
     assert spec is not None and spec.type == "memory"
 
@@ -70,7 +81,9 @@ layers:
 def test_inherited_layer_resolves_against_the_parents_folder(write, tmp_path: Path) -> None:
     _base(write)
     write("teams/tpl/own.j2", "own\n")
-    write("teams/a.yaml", """\
+    write(
+        "teams/a.yaml",
+        """\
 version: 1
 name: team-a
 extends: ../base.yaml
@@ -79,7 +92,8 @@ order: [system_prompt, framework__context, knowledge__context, own__context,
 layers:
   own__context:
     collector: {type: template, template_file: tpl/own.j2}
-""")
+""",
+    )
     policy = load_policy("teams/a.yaml")
     assert policy.layer_base_dir("framework__context") == tmp_path
     assert policy.layer_base_dir("own__context") == tmp_path / "teams"
@@ -88,14 +102,17 @@ layers:
 
 def test_inherited_value_error_points_at_the_parent_file_line(write) -> None:
     write("base.yaml", "version: 1\nname: base\nbudget:\n  ratios:\n    query: 0.7\n")
-    write("teams/a.yaml", "version: 1\nname: a\nextends: ../base.yaml\n"
-          "budget:\n  ratios:\n    system_prompt: 0.5\n")
+    write(
+        "teams/a.yaml",
+        "version: 1\nname: a\nextends: ../base.yaml\nbudget:\n  ratios:\n    system_prompt: 0.5\n",
+    )
     result = resolve_policy("teams/a.yaml")
     (issue,) = [i for i in result.issues if i.rule == "budget.ratios-sum"]
     # the `ratios` mapping is written in both files: the child's line wins
     assert (issue.file, issue.line) == ("teams/a.yaml", 5)
-    write("base.yaml", "version: 1\nname: base\nlayers:\n  framework__context:\n"
-          "    persist: true\n")
+    write(
+        "base.yaml", "version: 1\nname: base\nlayers:\n  framework__context:\n    persist: true\n"
+    )
     result = resolve_policy("teams/a.yaml")
     (issue,) = [i for i in result.issues if i.rule == "persist.framework"]
     assert (issue.file, issue.line, issue.column) == ("base.yaml", 5, 5)
@@ -141,8 +158,11 @@ def test_invalid_parent_reports_in_the_parent_and_at_the_extends_line(write) -> 
 
 def test_yaml_parent_toml_child(write) -> None:
     _base(write)
-    write("teams/b.toml", 'version = 1\nname = "b"\nextends = "../base.yaml"\n'
-          "enable_share_context = false\n[budget.ratios]\nquery = 0.3\n")
+    write(
+        "teams/b.toml",
+        'version = 1\nname = "b"\nextends = "../base.yaml"\n'
+        "enable_share_context = false\n[budget.ratios]\nquery = 0.3\n",
+    )
     policy = load_policy("teams/b.toml")
     assert policy.enable_share_context is False
     assert policy.budget.ratios["query"] == 0.3

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from ctxpolicy.collectors.base import get_collector
+from ctxpolicy.collectors.memory import collect_memory
 from ctxpolicy.memory import MemorySessions, TieredMemory
-from ctxpolicy.memory.collector import collect_memory
 
 from .conftest import count_cl100k, make_request
 

@@ -15,7 +15,7 @@ def _run(code: str) -> str:
 def test_memory_without_store_never_imports_langgraph():
     out = _run(
         "import sys; from ctxpolicy.memory import TieredMemory, select_memory;"
-        "from ctxpolicy.memory.collector import collect_memory;"
+        "from ctxpolicy.collectors.memory import collect_memory;"
         "m = TieredMemory(2, 2, 2); [m.add(f'x{i}') for i in range(5)]; m.search('x1', 2);"
         "select_memory(m, strategy='comprehensive');"
         "print(any(k.startswith('langgraph') for k in sys.modules))"

@@ -7,8 +7,8 @@ import re
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from ctxpolicy.collectors.memory import collect_memory
 from ctxpolicy.memory import TieredMemory
-from ctxpolicy.memory.collector import collect_memory
 
 from .conftest import count_cl100k, make_request
 

@@ -15,8 +15,8 @@ import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
 from ctxpolicy.compose import compose_layers
-from ctxpolicy.engine import MessagesView, PolicyEngine
-from ctxpolicy.history import PrefixView, fit_history
+from ctxpolicy.engine import PolicyEngine
+from ctxpolicy.history import MessagesView, PrefixView, fit_history
 from ctxpolicy.plan import plan_layers
 from ctxpolicy.policy import Policy
 from ctxpolicy.report import PrefixHashes, prefix_hashes

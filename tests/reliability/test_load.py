@@ -93,7 +93,14 @@ def targets(collector_module: types.ModuleType) -> Iterator[types.ModuleType]:
         raise asyncio.CancelledError
 
     for function in (
-        experience, knowledge, hang_async, hang_sync, boom, wrong_type, cancel_sync, cancel_async
+        experience,
+        knowledge,
+        hang_async,
+        hang_sync,
+        boom,
+        wrong_type,
+        cancel_sync,
+        cancel_async,
     ):
         setattr(mod, function.__name__, function)
     yield mod

@@ -41,20 +41,27 @@ def tree(tmp_path: Path) -> dict[str, Path]:
     docs.mkdir(parents=True)
     (docs / "ok.md").write_text("# Ok\nfine\n", encoding="utf-8")
     (policy_dir / "t.j2").write_text("hello {{ query }}", encoding="utf-8")
-    return {"outside": outside, "secret": outside / "secret.md", "policy": policy_dir,
-            "docs": docs}
+    return {"outside": outside, "secret": outside / "secret.md", "policy": policy_dir, "docs": docs}
 
 
-def _layers(*, template_file: str = "t.j2", root: str = "docs",
-            select: tuple[str, ...] = ("ok.md",), on_error: str = "fail") -> dict[str, Any]:
+def _layers(
+    *,
+    template_file: str = "t.j2",
+    root: str = "docs",
+    select: tuple[str, ...] = ("ok.md",),
+    on_error: str = "fail",
+) -> dict[str, Any]:
     return {
         "knowledge__context": {
-            "collector": {"type": "template", "template_file": template_file,
-                          "on_error": on_error}
+            "collector": {"type": "template", "template_file": template_file, "on_error": on_error}
         },
         "experience__context": {
-            "collector": {"type": "files", "root": root, "select": list(select),
-                          "on_error": on_error}
+            "collector": {
+                "type": "files",
+                "root": root,
+                "select": list(select),
+                "on_error": on_error,
+            }
         },
     }
 
@@ -101,7 +108,8 @@ def _links(tree: dict[str, Path]) -> None:
 
 @pytest.mark.parametrize("make", _LOAD_ESCAPES.values(), ids=_LOAD_ESCAPES.keys())
 def test_escape_in_policy_is_a_validation_error(
-    tree: dict[str, Path], make: Callable[[dict[str, Path]], dict[str, Any]],
+    tree: dict[str, Path],
+    make: Callable[[dict[str, Path]], dict[str, Any]],
     opened_paths: list[str],
 ) -> None:
     _links(tree)
@@ -212,8 +220,9 @@ def test_files_root_or_piece_swapped_after_loading_fails_clearly(
     with pytest.raises(CollectorError) as caught:
         _compose(engine)
     assert caught.value.layer == "experience__context"
-    assert_never_opened(opened_paths, tree["secret"], tree["outside"] / "ok.md", "/dev/zero",
-                        *fifo_or_zero)
+    assert_never_opened(
+        opened_paths, tree["secret"], tree["outside"] / "ok.md", "/dev/zero", *fifo_or_zero
+    )
 
 
 _SELECT_ESCAPES = [

@@ -75,8 +75,7 @@ EXHAUSTION: dict[str, str] = {
     ),
     "infinite_macro_recursion": "{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}",
     "exponential_macro": (
-        "{% macro f(n) %}{% if n %}{{ f(n - 1) }}{{ f(n - 1) }}{% endif %}{% endmacro %}"
-        "{{ f(60) }}"
+        "{% macro f(n) %}{% if n %}{{ f(n - 1) }}{{ f(n - 1) }}{% endif %}{% endmacro %}{{ f(60) }}"
     ),
     "doubling_macro_output": (
         "{% macro d(n) %}{% if n %}{% set c = d(n - 1) %}{{ c }}{{ c }}"
@@ -116,9 +115,7 @@ EXHAUSTION: dict[str, str] = {
     "slice_huge": "{{ [1]|slice(10**10)|list }}",
     "tojson_indent": "{{ {'a': [1, 2, 3]}|tojson(indent=10**9) }}",
     "output_cap": "{% for i in range(10000) %}{{ 'y' * 1000 }}{% endfor %}",
-    "recursive_loop": (
-        "{% for x in [[[]]] recursive %}{{ loop([[[x]]]) }}{% endfor %}"
-    ),
+    "recursive_loop": ("{% for x in [[[]]] recursive %}{{ loop([[[x]]]) }}{% endfor %}"),
 }
 
 _REFUSALS = ("unsafe", "undefined", "no attribute", "not safely callable", "modify")
@@ -149,8 +146,14 @@ def test_exhaustion_stops_with_a_clear_error(source: str) -> None:
 
 @pytest.mark.parametrize(
     "source",
-    ["{{ missing }}", "{{ state.nope }}", "{{ state['nope'] }}", "{{ vars.product.x }}",
-     "{% for t in state.todo %}{{ t.title }}{% endfor %}", "{{ query.upper() ~ nothing }}"],
+    [
+        "{{ missing }}",
+        "{{ state.nope }}",
+        "{{ state['nope'] }}",
+        "{{ vars.product.x }}",
+        "{% for t in state.todo %}{{ t.title }}{% endfor %}",
+        "{{ query.upper() ~ nothing }}",
+    ],
 )
 def test_missing_variables_are_errors_not_empty_text(source: str) -> None:
     with pytest.raises(jinja2.UndefinedError):
@@ -267,11 +270,23 @@ def test_engine_skip_under_acompose_too() -> None:
 _FRAGMENTS = [
     *ESCAPES.values(),
     *(EXHAUSTION[k] for k in ("huge_range", "string_times_big", "power_tower", "center_filter")),
-    "{{ query }}", "{{ state.items|length }}", "{% for i in range(50) %}{{ i }}{% endfor %}",
+    "{{ query }}",
+    "{{ state.items|length }}",
+    "{% for i in range(50) %}{{ i }}{% endfor %}",
     "{% set ns = namespace(s='ab') %}{% set ns.s = ns.s ~ ns.s %}{{ ns.s }}",
-    "{{ '{}'.format(query) }}", "{{ 10 ** 100 }}", "{{ 'x' * 1000 }}", "{{ ", "{% if %}", "}}",
-    "{% macro m(n) %}{{ n }}{% endmacro %}{{ m(3) }}", "{{ 1 / 0 }}", "{{ [1,2][5] }}",
-    "{{ query|attr('upper')() }}", "{{ lipsum(2) }}", "{{ cycler(1, 2).next() }}", "text",
+    "{{ '{}'.format(query) }}",
+    "{{ 10 ** 100 }}",
+    "{{ 'x' * 1000 }}",
+    "{{ ",
+    "{% if %}",
+    "}}",
+    "{% macro m(n) %}{{ n }}{% endmacro %}{{ m(3) }}",
+    "{{ 1 / 0 }}",
+    "{{ [1,2][5] }}",
+    "{{ query|attr('upper')() }}",
+    "{{ lipsum(2) }}",
+    "{{ cycler(1, 2).next() }}",
+    "text",
 ]
 
 

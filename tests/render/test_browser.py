@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from ctxpolicy.render.html import render_preview_html
+from ctxpolicy.render.html import render_html
 from tests.render.browser import dump_dom, screenshot
 from tests.render.sample import sample_preview
 
@@ -26,7 +26,7 @@ document.body.dataset.bar = document.getElementById('stack').getBoundingClientRe
 @pytest.fixture
 def page(tmp_path: Path) -> Path:
     target = tmp_path / "preview.html"
-    target.write_text(render_preview_html(sample_preview()), encoding="utf-8")
+    target.write_text(render_html(sample_preview()), encoding="utf-8")
     return target
 
 
@@ -44,7 +44,7 @@ def test_dom_in_chromium(page: Path) -> None:
 
 def test_layout_in_chromium(tmp_path: Path) -> None:
     """Segment widths on screen are proportional to the layers' token shares."""
-    page = render_preview_html(sample_preview())
+    page = render_html(sample_preview())
     page = re.sub(r'<meta http-equiv="Content-Security-Policy"[^>]*>', "", page)
     target = tmp_path / "measure.html"
     target.write_text(page.replace("</body>", MEASURE), encoding="utf-8")
@@ -66,7 +66,7 @@ def test_layout_in_chromium(tmp_path: Path) -> None:
 
 def test_csp_blocks_any_script(tmp_path: Path) -> None:
     """The page's own Content-Security-Policy stops injected scripts from running."""
-    page = render_preview_html(sample_preview())
+    page = render_html(sample_preview())
     target = tmp_path / "inject.html"
     target.write_text(
         page.replace("</body>", "<script>document.body.dataset.ran='yes'</script></body>"),

@@ -16,7 +16,7 @@ from ctxpolicy.render.terminal import (
     format_stacked_bar,
     paint,
 )
-from tests.render.sample import sample_preview
+from tests.render.sample import sample_view
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
@@ -37,7 +37,7 @@ def test_color_only_on_a_tty_without_no_color() -> None:
 
 
 def test_plain_output_has_no_escape_codes_and_reads_alone() -> None:
-    text = format_preview_layers(sample_preview(), color=False)
+    text = format_preview_layers(sample_view(), color=False)
     assert not ANSI.search(text)
     assert "1,210 / 2,000 tokens (60.5%)" in text
     assert "# system_prompt" in text  # legend maps symbols to layers
@@ -46,8 +46,8 @@ def test_plain_output_has_no_escape_codes_and_reads_alone() -> None:
 
 
 def test_colour_output_has_escape_codes_and_same_text() -> None:
-    plain = format_preview_layers(sample_preview(), color=False)
-    coloured = format_preview_layers(sample_preview(), color=True)
+    plain = format_preview_layers(sample_view(), color=False)
+    coloured = format_preview_layers(sample_view(), color=True)
     assert ANSI.search(coloured)
     stripped = ANSI.sub("", coloured)
     assert "1,210 / 2,000 tokens" in stripped
@@ -57,7 +57,7 @@ def test_colour_output_has_escape_codes_and_same_text() -> None:
 
 
 def test_stacked_bar_width_and_proportions() -> None:
-    bar, legend = format_stacked_bar(sample_preview(), width=50, color=False)
+    bar, legend = format_stacked_bar(sample_view(), width=50, color=False)
     inner = bar[1 : bar.index("]")]
     assert len(inner) == 50
     assert inner.count("#") == 3  # system_prompt 120/2000 of 50 cells
@@ -66,7 +66,7 @@ def test_stacked_bar_width_and_proportions() -> None:
 
 
 def test_layer_bar_lines_one_per_layer() -> None:
-    lines = format_layer_bars(sample_preview(), width=10, color=False)
+    lines = format_layer_bars(sample_view(), width=10, color=False)
     assert len(lines) == 8
     knowledge = next(line for line in lines if "knowledge__context" in line)
     assert "##########" in knowledge  # full: 200 of 200

@@ -81,8 +81,10 @@ def summarizer(dropped: tuple[BaseMessage, ...], previous: str | None) -> str:
 
 def engine(policy: str) -> PolicyEngine:
     if policy == "summarize":
-        return PolicyEngine(make_policy(window=260, overflow="summarize", redistribute=False),
-                            services={"summarizer": summarizer})
+        return PolicyEngine(
+            make_policy(window=260, overflow="summarize", redistribute=False),
+            services={"summarizer": summarizer},
+        )
     return PolicyEngine(make_policy())
 
 
@@ -114,8 +116,13 @@ def handle(saver: Any, command: dict[str, Any]) -> dict[str, Any]:
         echo=True, block_on=command.get("block_task"), block=command.get("block")
     )
     reducer = ScriptedModel(echo=True)
-    graph = mapreduce_graph(engine("plain"), planner_model=planner, worker_model=worker,
-                            reducer_model=reducer, saver=saver)
+    graph = mapreduce_graph(
+        engine("plain"),
+        planner_model=planner,
+        worker_model=worker,
+        reducer_model=reducer,
+        saver=saver,
+    )
     if op == "mapreduce":
         values = graph.invoke({"messages": [HumanMessage(command["goal"])]}, config)
     else:

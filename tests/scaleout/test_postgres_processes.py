@@ -39,8 +39,12 @@ class Agent:
     def __init__(self, dsn: str) -> None:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "tests.scaleout.agent_process", dsn],
-            cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            text=True, bufsize=1,
+            cwd=ROOT,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            bufsize=1,
         )
         assert self._read() == {"ready": True}
 
@@ -132,8 +136,14 @@ def test_two_processes_continue_one_thread_in_turn_and_run_threads_in_parallel(
 
     def converse(agent: Agent) -> None:
         for n in range(1, 6):
-            results[agent].append(agent.ask(op="chat", thread=own[agent], text=f"{own[agent]} q{n}",
-                                            reply=f"{own[agent]} a{n}"))
+            results[agent].append(
+                agent.ask(
+                    op="chat",
+                    thread=own[agent],
+                    text=f"{own[agent]} q{n}",
+                    reply=f"{own[agent]} a{n}",
+                )
+            )
 
     workers = [threading.Thread(target=converse, args=(a,)) for a in (first, second)]
     for worker in workers:
@@ -160,7 +170,7 @@ def check_nothing_lost(out: dict[str, Any], asked: list[str]) -> None:
     kept = [content.split()[0] for content in texts(out["messages"], "human")]
     folded = [w for w in summarized_words(out["summary"]) if w.startswith("q")]
     assert sorted(kept + folded, key=lambda w: int(w[1:])) == asked
-    assert kept == asked[len(folded):]
+    assert kept == asked[len(folded) :]
 
 
 def test_killed_mid_turn_another_process_resumes_without_loss(agents: Any, tmp_path: Path) -> None:
@@ -172,8 +182,9 @@ def test_killed_mid_turn_another_process_resumes_without_loss(agents: Any, tmp_p
     while not out.get("summary"):
         n = len(asked) + 1
         asked.append(f"q{n}")
-        out = first.ask(op="chat", thread=thread, text=f"q{n}{long}", reply=f"a{n}{long}",
-                        policy="summarize")
+        out = first.ask(
+            op="chat", thread=thread, text=f"q{n}{long}", reply=f"a{n}{long}", policy="summarize"
+        )
         assert n < 10, "the history never overflowed: the test policy is too large"
     summary_before = out["summary"]
     assert summary_before.startswith("SUMMARY: q1")
@@ -183,8 +194,14 @@ def test_killed_mid_turn_another_process_resumes_without_loss(agents: Any, tmp_p
     n = len(asked) + 1
     asked.append(f"q{n}")
     flag = tmp_path / "turn"
-    first.send(op="chat", thread=thread, text=f"q{n}{long}", reply="never", policy="summarize",
-               block=str(flag))
+    first.send(
+        op="chat",
+        thread=thread,
+        text=f"q{n}{long}",
+        reply="never",
+        policy="summarize",
+        block=str(flag),
+    )
     wait_for(Path(f"{flag}.entered"))
     first.kill()
 
@@ -202,8 +219,9 @@ def test_killed_mid_turn_another_process_resumes_without_loss(agents: Any, tmp_p
     # a third turn from a third process: still nothing duplicated or lost
     third = agents()
     asked.append(f"q{n + 1}")
-    out = third.ask(op="chat", thread=thread, text=f"q{n + 1}{long}", reply="done",
-                    policy="summarize")
+    out = third.ask(
+        op="chat", thread=thread, text=f"q{n + 1}{long}", reply="done", policy="summarize"
+    )
     check_nothing_lost(out, asked)
 
 
@@ -214,8 +232,7 @@ def test_client_retry_after_a_killed_process_does_not_duplicate_the_input(
     thread = thread_id("retry")
     first.ask(op="chat", thread=thread, text="q1", reply="a1", turn_id="req-1")
     flag = tmp_path / "retry"
-    first.send(op="chat", thread=thread, text="q2", reply="never", turn_id="req-2",
-               block=str(flag))
+    first.send(op="chat", thread=thread, text="q2", reply="never", turn_id="req-2", block=str(flag))
     wait_for(Path(f"{flag}.entered"))
     first.kill()
     second = agents()  # the client sends the same turn again, to another process
@@ -231,8 +248,13 @@ def test_mapreduce_worker_killed_mid_task_gives_one_result_per_task(
     first = agents()
     thread = thread_id("mapreduce")
     flag = tmp_path / "worker"
-    first.send(op="mapreduce", thread=thread, goal="profile the orders table",
-               block_task="check nulls", block=str(flag))
+    first.send(
+        op="mapreduce",
+        thread=thread,
+        goal="profile the orders table",
+        block_task="check nulls",
+        block=str(flag),
+    )
     wait_for(Path(f"{flag}.entered"))
     time.sleep(0.5)  # let the sibling workers finish and record their writes
     first.kill()

@@ -60,9 +60,7 @@ def test_appends_after_id_less_histories_get_distinct_ids() -> None:
     first = StateBuilder({"messages": [HumanMessage("hi")]})
     first.memory.append([AIMessage("OK")])
     (reply_1,) = first.patch()["messages"]
-    second = StateBuilder(
-        {"messages": [HumanMessage("hi"), reply_1, HumanMessage("again")]}
-    )
+    second = StateBuilder({"messages": [HumanMessage("hi"), reply_1, HumanMessage("again")]})
     second.memory.append([AIMessage("OK")])
     (reply_2,) = second.patch()["messages"]
     assert reply_1.id and reply_2.id and reply_1.id != reply_2.id

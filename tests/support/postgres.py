@@ -59,8 +59,18 @@ def running_postgres(bindir: Path) -> Iterator[str]:
     try:
         subprocess.run(
             _as_server_user(
-                [str(bindir / "initdb"), "-D", str(data), "-A", "trust", "-U", "ctxpolicy",
-                 "--no-sync", "-E", "UTF8"]
+                [
+                    str(bindir / "initdb"),
+                    "-D",
+                    str(data),
+                    "-A",
+                    "trust",
+                    "-U",
+                    "ctxpolicy",
+                    "--no-sync",
+                    "-E",
+                    "UTF8",
+                ]
             ),
             check=True,
             capture_output=True,
@@ -72,8 +82,19 @@ def running_postgres(bindir: Path) -> Iterator[str]:
         )
         subprocess.run(
             _as_server_user(
-                [str(bindir / "pg_ctl"), "-D", str(data), "-o", options, "-l", str(log),
-                 "-w", "-t", "60", "start"]
+                [
+                    str(bindir / "pg_ctl"),
+                    "-D",
+                    str(data),
+                    "-o",
+                    options,
+                    "-l",
+                    str(log),
+                    "-w",
+                    "-t",
+                    "60",
+                    "start",
+                ]
             ),
             check=True,
             capture_output=True,
@@ -83,8 +104,9 @@ def running_postgres(bindir: Path) -> Iterator[str]:
     finally:
         if data.exists():
             subprocess.run(
-                _as_server_user([str(bindir / "pg_ctl"), "-D", str(data), "-m", "immediate",
-                                 "-w", "stop"]),
+                _as_server_user(
+                    [str(bindir / "pg_ctl"), "-D", str(data), "-m", "immediate", "-w", "stop"]
+                ),
                 check=False,
                 capture_output=True,
                 timeout=60,

@@ -30,18 +30,36 @@ def test_default_policy_has_no_findings() -> None:
 @pytest.mark.parametrize(
     ("extra", "rule", "path"),
     [
-        ({"budget": {"ratios": {"query": 0.6, "system_prompt": 0.5}}}, "budget.ratios-sum",
-         ("budget", "ratios")),
-        ({"order": ["query", "checkpoint_messages", "system_prompt"]},
-         "order.starts-with-system-prompt", ("order", 0)),
-        ({"order": ["system_prompt", "query", "checkpoint_messages"]}, "order.ends-with-query",
-         ("order", 2)),
-        ({"layers": {"framework__context": {"persist": True}}}, "persist.framework",
-         ("layers", "framework__context", "persist")),
-        ({"processes": {"react": {}, "mapreduce_x": {"query": "runtime"}}},
-         "process.mapreduce-history", ("processes", "mapreduce_x", "checkpoint_messages")),
-        ({"processes": {"react": {"include": ["x__context"]}}}, "process.include-unknown",
-         ("processes", "react", "include", 0)),
+        (
+            {"budget": {"ratios": {"query": 0.6, "system_prompt": 0.5}}},
+            "budget.ratios-sum",
+            ("budget", "ratios"),
+        ),
+        (
+            {"order": ["query", "checkpoint_messages", "system_prompt"]},
+            "order.starts-with-system-prompt",
+            ("order", 0),
+        ),
+        (
+            {"order": ["system_prompt", "query", "checkpoint_messages"]},
+            "order.ends-with-query",
+            ("order", 2),
+        ),
+        (
+            {"layers": {"framework__context": {"persist": True}}},
+            "persist.framework",
+            ("layers", "framework__context", "persist"),
+        ),
+        (
+            {"processes": {"react": {}, "mapreduce_x": {"query": "runtime"}}},
+            "process.mapreduce-history",
+            ("processes", "mapreduce_x", "checkpoint_messages"),
+        ),
+        (
+            {"processes": {"react": {"include": ["x__context"]}}},
+            "process.include-unknown",
+            ("processes", "react", "include", 0),
+        ),
         ({"default_process": "other"}, "process.default-missing", ("default_process",)),
     ],
 )
@@ -71,15 +89,19 @@ def test_default_processes_may_name_layers_the_order_leaves_out() -> None:
 
 
 def test_inline_template_syntax_error_offsets_into_the_template() -> None:
-    layers = {"framework__context": {"collector": {"type": "template",
-                                                   "template": "a\nb\n{% if %}"}}}
+    layers = {
+        "framework__context": {"collector": {"type": "template", "template": "a\nb\n{% if %}"}}
+    }
     (finding,) = check_policy(_policy(layers=layers))
     assert finding.rule == "template.syntax" and finding.line_offset == 2
 
 
 def test_template_files_are_not_checked_without_a_source_folder() -> None:
-    layers = {"todo__context": {"collector": {"type": "state", "field": "todo",
-                                              "template_file": "../../x.j2"}}}
+    layers = {
+        "todo__context": {
+            "collector": {"type": "state", "field": "todo", "template_file": "../../x.j2"}
+        }
+    }
     assert check_policy(_policy(layers=layers)) == []
 
 
@@ -101,20 +123,22 @@ def test_symlink_escape_is_reported_at_the_template_file_line(tmp_path: Path, mo
     os.symlink(tmp_path / "outside.j2", tmp_path / "pol" / "t.j2")
     (tmp_path / "pol" / "p.yaml").write_text(
         "version: 1\nname: t\nlayers:\n  todo__context:\n    collector:\n"
-        "      type: state\n      field: todo\n      template_file: t.j2\n", encoding="utf-8")
+        "      type: state\n      field: todo\n      template_file: t.j2\n",
+        encoding="utf-8",
+    )
     issues = resolve_policy("pol/p.yaml").issues
-    assert [(i.file, i.line, i.rule) for i in issues] == [
-        ("pol/p.yaml", 8, "path.symlink-outside")
-    ]
+    assert [(i.file, i.line, i.rule) for i in issues] == [("pol/p.yaml", 8, "path.symlink-outside")]
 
 
 def test_files_root_outside_and_missing(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.chdir(tmp_path)
     base = "version: 1\nname: t\nlayers:\n  knowledge__context:\n    collector:\n"
-    Path("a.yaml").write_text(base + "      {type: files, root: docs, select: [x.md]}\n",
-                              encoding="utf-8")
-    Path("b.yaml").write_text(base + "      {type: files, root: /srv, select: [x.md]}\n",
-                              encoding="utf-8")
+    Path("a.yaml").write_text(
+        base + "      {type: files, root: docs, select: [x.md]}\n", encoding="utf-8"
+    )
+    Path("b.yaml").write_text(
+        base + "      {type: files, root: /srv, select: [x.md]}\n", encoding="utf-8"
+    )
     (missing,) = resolve_policy("a.yaml").issues
     assert (missing.rule, missing.severity) == ("files.root-missing", "warning")
     (absolute,) = resolve_policy("b.yaml").issues

@@ -14,7 +14,7 @@ from jsonschema import Draft202012Validator
 from pydantic import ValidationError
 
 from ctxpolicy.loading import validate_paths
-from ctxpolicy.loading.document import read_document
+from ctxpolicy.loading.read import read_document
 from ctxpolicy.policy import Policy
 from ctxpolicy.schema import load_schema, read_schema_text
 
@@ -103,15 +103,35 @@ def test_semantic_corpus_is_structurally_valid_and_breaks_its_rule(path: Path) -
 
 _BASE = _data(CORPUS / "valid" / "full.yaml")
 _SCALARS = st.one_of(
-    st.none(), st.booleans(), st.integers(-3, 200_000), st.floats(-2, 2, allow_nan=False),
-    st.sampled_from(["", "x", "react", "query", "a__context", "template", "l1", "1", "0.5",
-                     "system_prompt", "drop", "summarize", "runtime", "true"]),
+    st.none(),
+    st.booleans(),
+    st.integers(-3, 200_000),
+    st.floats(-2, 2, allow_nan=False),
+    st.sampled_from(
+        [
+            "",
+            "x",
+            "react",
+            "query",
+            "a__context",
+            "template",
+            "l1",
+            "1",
+            "0.5",
+            "system_prompt",
+            "drop",
+            "summarize",
+            "runtime",
+            "true",
+        ]
+    ),
 )
 _VALUES = st.recursive(
     _SCALARS,
-    lambda inner: st.one_of(st.lists(inner, max_size=3),
-                            st.dictionaries(st.sampled_from(["type", "x", "query", "a__context"]),
-                                            inner, max_size=2)),
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=3),
+        st.dictionaries(st.sampled_from(["type", "x", "query", "a__context"]), inner, max_size=2),
+    ),
     max_leaves=4,
 )
 

@@ -1,16 +1,60 @@
-"""Read one policy file into plain data + source map, or issues (never an exception)."""
+"""Read one policy file into plain data + source map, or issues (never an exception).
+
+Reading a file the user named is done safely, by one rule for every place that reads a
+path from a policy or the command line (policy files, ``template_file``, ``ctxpolicy
+set``): a FIFO would block forever and a device such as ``/dev/zero`` never ends, so
+anything but a regular file is refused, and the read stops one byte past the limit. The
+check is made on the opened descriptor too (``O_NONBLOCK`` open, then ``fstat``), so a
+file swapped for a FIFO after the first check cannot hang the reader. (`ctxpolicy.blocks`
+has a stricter opener that also walks the path from its root without following
+symlinks.)
+"""
 
 from __future__ import annotations
 
+import errno
+import os
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ctxpolicy.issues import PolicyIssue
-from ctxpolicy.loading.limits import MAX_FILE_BYTES, POLICY_SUFFIXES
-from ctxpolicy.loading.sourcemap import SourceMap
+from ctxpolicy.diagnostics import (
+    MAX_FILE_BYTES,
+    POLICY_SUFFIXES,
+    PolicyIssue,
+    SourceMap,
+    display_name,
+)
+from ctxpolicy.errors import FileTooLargeError, NotRegularFileError
 from ctxpolicy.loading.toml_reader import parse_toml
 from ctxpolicy.loading.yaml_reader import parse_yaml
+
+
+def read_regular_file(path: Path, *, max_bytes: int, follow_symlinks: bool = True) -> bytes:
+    """The bytes of ``path``, refusing anything but a regular file of at most ``max_bytes``.
+
+    Raises:
+        NotRegularFileError: ``path`` is not a regular file.
+        FileTooLargeError: ``path`` holds more than ``max_bytes`` bytes (``grew`` is True
+            when it grew between the size check and the read).
+        OSError: ``path`` cannot be opened or read.
+    """
+    info = path.stat()
+    if not stat.S_ISREG(info.st_mode):
+        raise NotRegularFileError(errno.EINVAL, "not a regular file", str(path))
+    if info.st_size > max_bytes:
+        raise FileTooLargeError(path, info.st_size, max_bytes)
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0)
+    if not follow_symlinks:
+        flags |= getattr(os, "O_NOFOLLOW", 0)
+    with os.fdopen(os.open(path, flags), "rb") as handle:
+        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):  # swapped since the check
+            raise NotRegularFileError(errno.EINVAL, "not a regular file", str(path))
+        data = handle.read(max_bytes + 1)
+    if len(data) > max_bytes:
+        raise FileTooLargeError(path, len(data), max_bytes, grew=True)
+    return data
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,11 +70,6 @@ class ParsedDocument:
     file: Path
     data: dict[str, Any]
     sourcemap: SourceMap = field(default_factory=dict)
-
-
-def display_name(path: Path) -> str:
-    """How a file is named in issues: the path as given, with forward slashes."""
-    return path.as_posix()
 
 
 def _decode(raw: bytes, name: str) -> tuple[str | None, list[PolicyIssue]]:
@@ -58,8 +97,6 @@ def _read_bytes(path: Path, name: str) -> tuple[bytes | None, list[PolicyIssue]]
     if suffix not in POLICY_SUFFIXES:
         message = f"not a policy file: expected {', '.join(POLICY_SUFFIXES)}, got {suffix!r}"
         return None, [PolicyIssue(name, 1, 1, "$", message, "file.type")]
-    from ctxpolicy.reading import FileTooLargeError, NotRegularFileError, read_regular_file
-
     try:
         raw = read_regular_file(path, max_bytes=MAX_FILE_BYTES)
     except NotRegularFileError:  # a FIFO or a device would block or never end
@@ -77,6 +114,17 @@ def _read_bytes(path: Path, name: str) -> tuple[bytes | None, list[PolicyIssue]]
         message = f"cannot read file: {reason}"
         return None, [PolicyIssue(name, 0, 0, "$", message, "file.unreadable")]
     return raw, []
+
+
+def _top_level_issue(data: Any, text: str, name: str) -> PolicyIssue | None:
+    """Why parsed ``data`` is not a policy document (empty, or not a mapping), if it is not."""
+    if data is None or (data == {} and not text.strip()):
+        return PolicyIssue(name, 1, 1, "$", "the file is empty", "file.empty")
+    if not isinstance(data, dict):
+        kind = "a list" if isinstance(data, list) else f"a {type(data).__name__}"
+        message = f"the top level must be a mapping of policy keys, got {kind}"
+        return PolicyIssue(name, 1, 1, "$", message, "file.not-mapping")
+    return None
 
 
 def read_document(path: Path) -> tuple[ParsedDocument | None, list[PolicyIssue]]:
@@ -99,13 +147,16 @@ def read_document(path: Path) -> tuple[ParsedDocument | None, list[PolicyIssue]]
     data, smap, issues = parse(text, name)
     if issues:
         return None, issues
-    if data is None or (data == {} and not text.strip()):
-        return None, [PolicyIssue(name, 1, 1, "$", "the file is empty", "file.empty")]
-    if not isinstance(data, dict):
-        kind = "a list" if isinstance(data, list) else f"a {type(data).__name__}"
-        message = f"the top level must be a mapping of policy keys, got {kind}"
-        return None, [PolicyIssue(name, 1, 1, "$", message, "file.not-mapping")]
+    problem = _top_level_issue(data, text, name)
+    if problem is not None:
+        return None, [problem]
     return ParsedDocument(path, data, smap), []
 
 
-__all__ = ["ParsedDocument", "display_name", "read_document"]
+__all__ = [
+    "FileTooLargeError",
+    "NotRegularFileError",
+    "ParsedDocument",
+    "read_document",
+    "read_regular_file",
+]

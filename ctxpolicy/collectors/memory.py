@@ -24,10 +24,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from ctxpolicy.layers import MemoryStrategy
 from ctxpolicy.memory.sessions import MemorySessions, current_thread_id
 from ctxpolicy.memory.strategies import (
     MEMORY_STRATEGIES,
-    MemoryStrategy,
     pack_candidates,
     pack_memory,
     render_candidates,
@@ -102,6 +102,79 @@ def call_strategy(state: Mapping[str, Any]) -> MemoryStrategy | None:
     return found
 
 
+def _shares_and_strategy(
+    spec: Any, state: Mapping[str, Any]
+) -> tuple[MemoryStrategy, dict[str, float] | None]:
+    """The strategy and shares of this call: the call's ``context_strategy`` replaces the
+    policy's strategy and its shares (a single-tier layer keeps its spec)."""
+    spec_shares = getattr(spec, "shares", None)
+    shares = dict(spec_shares) if spec_shares is not None else None
+    override = call_strategy(state) if spec.tier is None else None
+    if override is not None:
+        return override, None
+    return spec.strategy, shares
+
+
+def _session_candidates(
+    memory: MemorySessions,
+    request: CollectRequest,
+    *,
+    strategy: MemoryStrategy,
+    shares: dict[str, float] | None,
+) -> list[Candidate]:
+    """Candidates of a `MemorySessions`: an agent's scoped view of this session (this
+    session's L1/L2, the agent's L3, global L4 hits), else the aggregate of the
+    state's sessions."""
+    spec: Any = request.spec
+    current = _current_session(memory, request.state)
+    if current is not None and spec.tier is None:
+        return memory.scoped(
+            current,
+            strategy=strategy,
+            query=request.query,
+            max_tokens=request.cap_tokens,
+            count_tokens=request.count_tokens,
+            shares=shares,
+            limit=spec.limit,
+        )
+    ids = _session_ids(request.state)
+    return memory.aggregate(
+        [i for i in ids if i in memory] if ids is not None else None,
+        strategy=strategy,
+        tier=spec.tier,
+        query=request.query,
+        limit=spec.limit,
+        max_tokens=request.cap_tokens,
+        count_tokens=request.count_tokens,
+        shares=shares,
+    )
+
+
+def _memory_candidates(
+    memory: TieredMemory,
+    request: CollectRequest,
+    *,
+    strategy: MemoryStrategy,
+    shares: dict[str, float] | None,
+) -> list[Candidate]:
+    """Candidates of one `TieredMemory`: a single tier in order, or a strategy."""
+    spec: Any = request.spec
+    if spec.tier is not None:
+        selected = select_memory(memory, tier=spec.tier, query=request.query, limit=spec.limit)
+        return pack_candidates(
+            selected, cap_tokens=request.cap_tokens, count_tokens=request.count_tokens
+        )
+    return pack_memory(
+        memory,
+        cap_tokens=request.cap_tokens,
+        count_tokens=request.count_tokens,
+        strategy=strategy,
+        shares=shares,
+        query=request.query,
+        limit=spec.limit,
+    )
+
+
 def collect_memory(request: CollectRequest) -> str | None:
     """Render the memory selected by the layer's spec, whole items packed into the cap.
 
@@ -112,50 +185,9 @@ def collect_memory(request: CollectRequest) -> str | None:
     memory = resolve_memory(request, spec.service)
     if request.cap_tokens <= 0:
         return None
-    candidates: list[Candidate]
-    spec_shares = getattr(spec, "shares", None)
-    shares = dict(spec_shares) if spec_shares is not None else None
-    strategy = spec.strategy
-    override = call_strategy(request.state) if spec.tier is None else None
-    if override is not None:  # the call's strategy replaces the policy's (and its shares)
-        strategy, shares = override, None
-    current = _current_session(memory, request.state)
-    if isinstance(memory, MemorySessions) and current is not None and spec.tier is None:
-        # an agent's sessions: this session's L1/L2, the agent's L3, global L4 hits
-        candidates = memory.scoped(
-            current,
-            strategy=strategy,
-            query=request.query,
-            max_tokens=request.cap_tokens,
-            count_tokens=request.count_tokens,
-            shares=shares,
-            limit=spec.limit,
-        )
-    elif isinstance(memory, MemorySessions):
-        ids = _session_ids(request.state)
-        candidates = memory.aggregate(
-            [i for i in ids if i in memory] if ids is not None else None,
-            strategy=strategy,
-            tier=spec.tier,
-            query=request.query,
-            limit=spec.limit,
-            max_tokens=request.cap_tokens,
-            count_tokens=request.count_tokens,
-            shares=shares,
-        )
-    elif spec.tier is not None:
-        selected = select_memory(memory, tier=spec.tier, query=request.query, limit=spec.limit)
-        candidates = pack_candidates(
-            selected, cap_tokens=request.cap_tokens, count_tokens=request.count_tokens
-        )
+    strategy, shares = _shares_and_strategy(spec, request.state)
+    if isinstance(memory, MemorySessions):
+        candidates = _session_candidates(memory, request, strategy=strategy, shares=shares)
     else:
-        candidates = pack_memory(
-            memory,
-            cap_tokens=request.cap_tokens,
-            count_tokens=request.count_tokens,
-            strategy=strategy,
-            shares=shares,
-            query=request.query,
-            limit=spec.limit,
-        )
+        candidates = _memory_candidates(memory, request, strategy=strategy, shares=shares)
     return render_candidates(candidates) or None

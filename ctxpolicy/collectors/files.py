@@ -18,7 +18,6 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from ctxpolicy.blocks.errors import BlocksError, PathEscapeError
 from ctxpolicy.blocks.references import (
     FileReference,
     Reference,
@@ -29,6 +28,7 @@ from ctxpolicy.blocks.references import (
 )
 from ctxpolicy.blocks.sandbox import check_relative, resolve_inside, resolve_root
 from ctxpolicy.collectors.base import CollectRequest
+from ctxpolicy.errors import BlocksError, PathEscapeError
 from ctxpolicy.policy import FilesCollectorSpec
 
 PIECE_SEPARATOR = "\n\n"
