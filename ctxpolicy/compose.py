@@ -336,6 +336,20 @@ def check_call(
 # ----------------------------------------------------------------------------- composing
 
 
+def _fit_other_layer(
+    tok: Tokenizer,
+    tally: LayerTally,
+    text: _Text | None,
+    counts: Mapping[str, int],
+) -> None:
+    """Fit a system prompt, block or query layer (its text, if it has one this call)."""
+    name = tally.layer.name
+    if text is not None:
+        _fit_text_layer(tok, tally, text, counts[name])
+    elif tally.layer.kind == "block":
+        tally.notes.append("empty: no value this call")
+
+
 def compose_call(
     call: ComposeCall,
     *,
@@ -386,10 +400,8 @@ def compose_call(
         if layer.kind == "history":
             summary = values.get(COMPRESSION) if request_summary else None
             history = _fit_history_layer(call, tally, summary, request_summary=request_summary)
-        elif layer.name in texts:
-            _fit_text_layer(call.tokenizer, tally, texts[layer.name], counts[layer.name])
-        elif layer.kind == "block":
-            tally.notes.append("empty: no value this call")
+        else:
+            _fit_other_layer(call.tokenizer, tally, texts.get(layer.name), counts)
     if plan.merge_system:
         _merge_leading_system(call.tokenizer, plan, tallies)
     messages, message_layers, total = _assemble(plan, tallies)

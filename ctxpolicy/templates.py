@@ -529,19 +529,30 @@ def checklist_line(item: Any, title: Any = None) -> str:
 
 def _mapping_checklist_line(item: Mapping[str, Any], title: Any) -> str:
     """`checklist_line` of an item mapping: title, tick, open status, notes."""
-    name = _first(item, TODO_TITLE_KEYS)
-    if name is None:
-        name = title if title is not None else _json_text(item)
+    name = _item_title(item, title)
     status = _first(item, ("status", "state"))
     done = _is_done(item["done"]) if "done" in item else _is_done(status)
     line = f"- [{'x' if done else ' '}] {name}"
     words = "" if status is None else _status_words(status)
     if not done and words.lower() not in _OPEN_STATUSES and not _is_done(words):
         line += f" ({words})"
+    return line + _notes_suffix(item)
+
+
+def _item_title(item: Mapping[str, Any], title: Any) -> Any:
+    """The item's own title (`TODO_TITLE_KEYS`), else ``title``, else the item as JSON."""
+    name = _first(item, TODO_TITLE_KEYS)
+    if name is None:
+        name = title if title is not None else _json_text(item)
+    return name
+
+
+def _notes_suffix(item: Mapping[str, Any]) -> str:
+    """`` — notes`` from `TODO_NOTE_KEYS`, or an empty text when the item has none."""
     notes = _first(item, TODO_NOTE_KEYS)
-    if notes is not None:
-        line += f" — {notes if isinstance(notes, str) else _json_text(notes)}"
-    return line
+    if notes is None:
+        return ""
+    return f" — {notes if isinstance(notes, str) else _json_text(notes)}"
 
 
 def checklist(value: Any) -> str:

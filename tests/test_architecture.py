@@ -117,7 +117,7 @@ def test_the_readme_layout_names_every_room_of_the_tree() -> None:
         if (path.suffix == ".py" and path.name not in ("__init__.py", "__main__.py"))
         or (path / "__init__.py").exists()
     }
-    assert named == {name if (package / name).is_dir() else name for name in rooms}
+    assert named == rooms
 
 
 def test_every_room_is_on_a_floor() -> None:

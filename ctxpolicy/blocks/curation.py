@@ -118,10 +118,7 @@ def describe_tool_call(name: str, args: Mapping[str, Any]) -> str:
     """What a tool call did, in the words of a placeholder (``read guide.md:3-9``)."""
     path = args.get("path") or args.get("file")
     if name == "read_file" and path:
-        start, end = args.get("start_line"), args.get("end_line")
-        if start is not None or end is not None:
-            return f"read {path}:{start or 1}-{end if end is not None else 'end'}"
-        return f"read {path}"
+        return _describe_read_file(path, args)
     if name == "read_block" and path:
         return f"read {path}#{args.get('block_id', '')}"
     if name == "search":
@@ -129,6 +126,14 @@ def describe_tool_call(name: str, args: Mapping[str, Any]) -> str:
     if name == "list_files":
         return f"listed {args.get('path') or '.'}"
     return f"{name} result"
+
+
+def _describe_read_file(path: str, args: Mapping[str, Any]) -> str:
+    """``read guide.md`` or, with a line range, ``read guide.md:3-9``."""
+    start, end = args.get("start_line"), args.get("end_line")
+    if start is not None or end is not None:
+        return f"read {path}:{start or 1}-{end if end is not None else 'end'}"
+    return f"read {path}"
 
 
 def format_placeholder(what: str, summary: str) -> str:
@@ -145,9 +150,7 @@ def curate_messages(messages: Sequence[BaseMessage], log: CurationLog) -> list[B
     calls: dict[str, tuple[str, Mapping[str, Any]]] = {}
     out: list[BaseMessage] = []
     for message in messages:
-        for call in getattr(message, "tool_calls", None) or ():
-            if call.get("id"):
-                calls[call["id"]] = (call["name"], call.get("args") or {})
+        _remember_tool_calls(message, calls)
         call_id = getattr(message, "tool_call_id", None)
         dismissal = (log.get(call_id) if call_id else None) or (
             log.get(message.id) if message.id else None
@@ -155,16 +158,40 @@ def curate_messages(messages: Sequence[BaseMessage], log: CurationLog) -> list[B
         if dismissal is None:
             out.append(message)
             continue
-        if call_id:
-            name, args = calls.get(call_id, (getattr(message, "name", None) or "tool", {}))
-            what = describe_tool_call(name, args)
-            update: dict[str, Any] = {"content": format_placeholder(what, dismissal.summary)}
-            if hasattr(message, "artifact"):
-                update["artifact"] = None
-        else:
-            update = {"content": format_placeholder(f"{message.type} message", dismissal.summary)}
+        update = _placeholder_update(message, call_id, calls, dismissal)
         out.append(message.model_copy(update=update))
     return out
+
+
+def _remember_tool_calls(
+    message: BaseMessage, calls: dict[str, tuple[str, Mapping[str, Any]]]
+) -> None:
+    """Record the ``(name, args)`` of each tool call ``message`` makes, by call id."""
+    for call in getattr(message, "tool_calls", None) or ():
+        if call.get("id"):
+            calls[call["id"]] = (call["name"], call.get("args") or {})
+
+
+def _placeholder_update(
+    message: BaseMessage,
+    call_id: str | None,
+    calls: Mapping[str, tuple[str, Mapping[str, Any]]],
+    dismissal: Dismissal,
+) -> dict[str, Any]:
+    """The ``model_copy`` update that turns a dismissed message into its placeholder.
+
+    A tool result is described by the call that produced it (and loses its artifact);
+    any other message by its type.
+    """
+    if call_id:
+        name, args = calls.get(call_id, (getattr(message, "name", None) or "tool", {}))
+        what = describe_tool_call(name, args)
+        update: dict[str, Any] = {"content": format_placeholder(what, dismissal.summary)}
+        if hasattr(message, "artifact"):
+            update["artifact"] = None
+    else:
+        update = {"content": format_placeholder(f"{message.type} message", dismissal.summary)}
+    return update
 
 
 def unmatched_dismissals(messages: Sequence[BaseMessage], log: CurationLog) -> list[Dismissal]:

@@ -322,23 +322,30 @@ def parse_history(text: str, *, source: str) -> tuple[BaseMessage, ...]:
         raise ManifestError(f"{source}: expected a list of messages (or {{'messages': [...]}})")
     out: list[BaseMessage] = []
     for index, entry in enumerate(data):
-        where = f"{source}[{index}]"
-        if not isinstance(entry, dict):
-            raise ManifestError(f"{where}: a message is an object with 'role' and 'content'")
-        role = entry.get("role")
-        content = _content_text(entry.get("content", ""), where)
-        dismissed = entry.get("dismissed")
-        if isinstance(dismissed, str) and dismissed.strip():
-            content = format_placeholder(f"{role} message", dismissed.strip())
-        message_id = entry.get("id")
-        kwargs: dict[str, Any] = {"id": str(message_id)} if message_id is not None else {}
-        if role in ("user", "human"):
-            out.append(HumanMessage(content=content, **kwargs))
-        elif role in ("assistant", "ai"):
-            out.append(AIMessage(content=content, **kwargs))
-        else:
-            raise ManifestError(f"{where}: role must be 'user' or 'assistant', got {role!r}")
+        out.append(_history_message(entry, f"{source}[{index}]"))
     return tuple(out)
+
+
+def _history_message(entry: Any, where: str) -> BaseMessage:
+    """One chat history entry → a LangChain message (a placeholder if dismissed).
+
+    Raises:
+        ManifestError: the entry is not an object, or has a wrong role or content.
+    """
+    if not isinstance(entry, dict):
+        raise ManifestError(f"{where}: a message is an object with 'role' and 'content'")
+    role = entry.get("role")
+    content = _content_text(entry.get("content", ""), where)
+    dismissed = entry.get("dismissed")
+    if isinstance(dismissed, str) and dismissed.strip():
+        content = format_placeholder(f"{role} message", dismissed.strip())
+    message_id = entry.get("id")
+    kwargs: dict[str, Any] = {"id": str(message_id)} if message_id is not None else {}
+    if role in ("user", "human"):
+        return HumanMessage(content=content, **kwargs)
+    if role in ("assistant", "ai"):
+        return AIMessage(content=content, **kwargs)
+    raise ManifestError(f"{where}: role must be 'user' or 'assistant', got {role!r}")
 
 
 def format_messages(

@@ -58,6 +58,27 @@ def parse_heading(line: str) -> tuple[int, str] | None:
     return len(match.group(1)), text
 
 
+def _closes_fence(fence: tuple[str, int], fence_match: re.Match[str] | None) -> bool:
+    """Whether a fence line closes the open ``fence`` (same character, no shorter, no info)."""
+    if fence_match is None:
+        return False
+    run, rest = fence_match.group(1), fence_match.group(2)
+    return run[0] == fence[0] and len(run) >= fence[1] and not rest.strip()
+
+
+def _opened_fence(fence_match: re.Match[str] | None) -> tuple[str, int] | None:
+    """The ``(character, run length)`` of the fence a line opens, or ``None``.
+
+    A backtick run whose info string holds a backtick is inline code, not a fence.
+    """
+    if fence_match is None:
+        return None
+    run, info = fence_match.group(1), fence_match.group(2)
+    if run[0] == "`" and "`" in info:
+        return None
+    return (run[0], len(run))
+
+
 def scan_headings(lines: list[str]) -> list[HeadingLine]:
     """The ATX headings of a document, skipping fenced code blocks."""
     found: list[HeadingLine] = []
@@ -65,16 +86,12 @@ def scan_headings(lines: list[str]) -> list[HeadingLine]:
     for number, line in enumerate(lines, start=1):
         fence_match = _FENCE_RE.match(line)
         if fence is not None:
-            if fence_match is not None:
-                run, rest = fence_match.group(1), fence_match.group(2)
-                if run[0] == fence[0] and len(run) >= fence[1] and not rest.strip():
-                    fence = None
+            if _closes_fence(fence, fence_match):
+                fence = None
             continue
-        if fence_match is not None:
-            run, info = fence_match.group(1), fence_match.group(2)
-            if not (run[0] == "`" and "`" in info):
-                fence = (run[0], len(run))
-                continue
+        fence = _opened_fence(fence_match)
+        if fence is not None:
+            continue
         heading = parse_heading(line)
         if heading is not None:
             found.append(HeadingLine(number, heading[0], heading[1]))

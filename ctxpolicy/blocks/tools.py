@@ -85,28 +85,12 @@ class FileTools:
         """Lines ``start_line..end_line`` (1-based, inclusive; default the whole file)."""
         lines = split_lines(read_text_inside(self.root, path, max_bytes=self.max_file_bytes))
         total = len(lines)
-        first = 1 if start_line is None else start_line
-        last = total if end_line is None else min(end_line, total)
-        if first < 1 or (end_line is not None and end_line < first):
-            raise BlocksError(f"read_file {path!r}: need 1 <= start_line <= end_line")
+        first, last = _line_window(path, start_line, end_line, total)
         if total == 0:
             return f"[{path}: empty file]"
         if first > total:
             raise BlocksError(f"read_file {path!r}: the file has {total} line(s)")
-        shown: list[str] = []
-        used = 0
-        for number in range(first, last + 1):
-            line = lines[number - 1]
-            if shown and used + len(line) + 1 > self.max_output_chars:
-                header = f"[{path}:{first}-{number - 1} of {total} lines]"
-                note = (
-                    f"[output limit of {self.max_output_chars} characters reached; "
-                    f"continue with start_line={number}]"
-                )
-                return "\n".join([header, *shown, note])
-            shown.append(line)
-            used += len(line) + 1
-        return "\n".join([f"[{path}:{first}-{last} of {total} lines]", *shown])
+        return self._show_lines(path, lines, first, last)
 
     def read_block(self, path: str, block_id: str) -> str:
         """One block (with its children) of a Markdown or JSON file."""
@@ -170,16 +154,7 @@ class FileTools:
         if start_line is not None or end_line is not None:
             if not exists:
                 raise FileAccessError(path, "no such file (a line range needs an existing file)")
-            lines = split_lines(read_text_inside(self.root, path, max_bytes=self.max_file_bytes))
-            first = 1 if start_line is None else start_line
-            last = len(lines) if end_line is None else end_line
-            if not 1 <= first <= last + 1 or last > len(lines):
-                raise BlocksError(
-                    f"write_file {path!r}: range {first}-{last} is outside the file's "
-                    f"{len(lines)} line(s)"
-                )
-            lines[first - 1 : last] = split_lines(content)
-            new_text = "\n".join(lines) + "\n"
+            new_text = self._replace_lines(path, content, start_line, end_line)
         else:
             new_text = content
         data = new_text.encode("utf-8")
@@ -187,17 +162,47 @@ class FileTools:
             raise FileAccessError(
                 path, f"{len(data)} bytes is over the limit of {self.max_file_bytes}"
             )
-        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".tmp-", suffix=target.suffix)
-        try:
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(data)
-            Path(tmp).replace(target)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        _replace_atomically(target, data)
         return f"wrote {path} ({len(split_lines(new_text))} lines)"
 
     # ------------------------------------------------------------------ helpers
+
+    def _show_lines(self, path: str, lines: list[str], first: int, last: int) -> str:
+        """Lines ``first..last`` under a header, cut at the output limit with a note."""
+        total = len(lines)
+        shown: list[str] = []
+        used = 0
+        for number in range(first, last + 1):
+            line = lines[number - 1]
+            if shown and used + len(line) + 1 > self.max_output_chars:
+                header = f"[{path}:{first}-{number - 1} of {total} lines]"
+                note = (
+                    f"[output limit of {self.max_output_chars} characters reached; "
+                    f"continue with start_line={number}]"
+                )
+                return "\n".join([header, *shown, note])
+            shown.append(line)
+            used += len(line) + 1
+        return "\n".join([f"[{path}:{first}-{last} of {total} lines]", *shown])
+
+    def _replace_lines(
+        self, path: str, content: str, start_line: int | None, end_line: int | None
+    ) -> str:
+        """The text of ``path`` with lines ``start_line..end_line`` replaced by ``content``.
+
+        Raises:
+            BlocksError: the range is outside the file.
+        """
+        lines = split_lines(read_text_inside(self.root, path, max_bytes=self.max_file_bytes))
+        first = 1 if start_line is None else start_line
+        last = len(lines) if end_line is None else end_line
+        if not 1 <= first <= last + 1 or last > len(lines):
+            raise BlocksError(
+                f"write_file {path!r}: range {first}-{last} is outside the file's "
+                f"{len(lines)} line(s)"
+            )
+        lines[first - 1 : last] = split_lines(content)
+        return "\n".join(lines) + "\n"
 
     def _grep(self, matcher: re.Pattern[str], path: str) -> tuple[list[str], int]:
         """Up to ``max_results + 1`` matching lines, and the count of unreadable files."""
@@ -239,6 +244,33 @@ class FileTools:
             return text
         cut = text[: self.max_output_chars].rsplit("\n", 1)[0]
         return f"{cut}\n[output limit of {self.max_output_chars} characters reached; {hint}]"
+
+
+def _line_window(
+    path: str, start_line: int | None, end_line: int | None, total: int
+) -> tuple[int, int]:
+    """The 1-based ``(first, last)`` lines to read of a file with ``total`` lines.
+
+    Raises:
+        BlocksError: ``start_line`` is below 1 or ``end_line`` is before it.
+    """
+    first = 1 if start_line is None else start_line
+    last = total if end_line is None else min(end_line, total)
+    if first < 1 or (end_line is not None and end_line < first):
+        raise BlocksError(f"read_file {path!r}: need 1 <= start_line <= end_line")
+    return first, last
+
+
+def _replace_atomically(target: Path, data: bytes) -> None:
+    """Write ``data`` to a temporary file beside ``target``, then rename it over ``target``."""
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".tmp-", suffix=target.suffix)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+        Path(tmp).replace(target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
 
 
 def _guard(func: Callable[..., _R]) -> Callable[..., _R]:

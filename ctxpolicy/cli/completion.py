@@ -176,13 +176,6 @@ def _bash_flags(options: Sequence[Argument]) -> str:
 
 def render_bash(top: Sequence[Argument], commands: Sequence[Command]) -> str:
     """The bash completion script (``complete -F _ctxpolicy ctxpolicy``)."""
-    value_options = [
-        f"{command.name}:{flag}"
-        for command in commands
-        for option in command.options
-        if option.takes_value
-        for flag in option.flags
-    ]
     verbs = " ".join(command.name for command in commands)
     lines = [
         _BASH_HEAD,
@@ -201,11 +194,7 @@ def render_bash(top: Sequence[Argument], commands: Sequence[Command]) -> str:
         "        fi",
         '        case "$verb:$word" in',
     ]
-    if value_options:
-        lines += [
-            f"            {_case_patterns(value_options)})",
-            '                skip=1; [[ ${COMP_WORDS[i+1]} == "=" ]] && skip=2 ;;',
-        ]
+    lines += _bash_skip_cases(commands)
     lines += [
         "            *:-*) ;;",
         "            *) positional=$(( positional + 1 )) ;;",
@@ -217,6 +206,42 @@ def render_bash(top: Sequence[Argument], commands: Sequence[Command]) -> str:
         "    fi",
         '    case "$verb:$prev" in',
     ]
+    lines += _bash_option_value_cases(commands)
+    lines += [
+        "    esac",
+        "    if [[ $cur == -* ]]; then",
+        "        case $verb in",
+    ]
+    lines += [
+        f'            {command.name}) _ctxpolicy_words "{_bash_flags(command.options)}" "$cur" ;;'
+        for command in commands
+    ]
+    lines += ["        esac", "        return 0", "    fi", '    case "$verb:$positional" in']
+    lines += _bash_positional_cases(commands)
+    lines += ["    esac", "    return 0", "}", "", "complete -F _ctxpolicy ctxpolicy", ""]
+    return "\n".join(lines)
+
+
+def _bash_skip_cases(commands: Sequence[Command]) -> list[str]:
+    """The ``case`` arm that skips the value after an option taking one (none if no such option)."""
+    value_options = [
+        f"{command.name}:{flag}"
+        for command in commands
+        for option in command.options
+        if option.takes_value
+        for flag in option.flags
+    ]
+    if not value_options:
+        return []
+    return [
+        f"            {_case_patterns(value_options)})",
+        '                skip=1; [[ ${COMP_WORDS[i+1]} == "=" ]] && skip=2 ;;',
+    ]
+
+
+def _bash_option_value_cases(commands: Sequence[Command]) -> list[str]:
+    """One ``verb:flag`` arm per option taking a value: complete that value."""
+    lines = []
     for command in commands:
         for option in command.options:
             if option.takes_value:
@@ -224,23 +249,17 @@ def render_bash(top: Sequence[Argument], commands: Sequence[Command]) -> str:
                 lines.append(
                     f"        {_case_patterns(patterns)}) {_bash_value(option)}; return 0 ;;"
                 )
-    lines += [
-        "    esac",
-        "    if [[ $cur == -* ]]; then",
-        "        case $verb in",
-    ]
-    for command in commands:
-        lines.append(
-            f'            {command.name}) _ctxpolicy_words "{_bash_flags(command.options)}" '
-            '"$cur" ;;'
-        )
-    lines += ["        esac", "        return 0", "    fi", '    case "$verb:$positional" in']
+    return lines
+
+
+def _bash_positional_cases(commands: Sequence[Command]) -> list[str]:
+    """One ``verb:index`` arm per positional (``verb:*`` for a repeated one)."""
+    lines = []
     for command in commands:
         for index, positional in enumerate(command.positionals):
             pattern = f"{command.name}:*" if positional.repeat else f"{command.name}:{index}"
             lines.append(f"        {pattern}) {_bash_value(positional)} ;;")
-    lines += ["    esac", "    return 0", "}", "", "complete -F _ctxpolicy ctxpolicy", ""]
-    return "\n".join(lines)
+    return lines
 
 
 # ---------------------------------------------------------------------------------- zsh
@@ -300,6 +319,17 @@ def _zsh_positional_spec(index: int, positional: Argument) -> str:
     return _zsh_quote(f"{where}{message}:{_zsh_action(positional)}")
 
 
+def _zsh_command_case(command: Command) -> list[str]:
+    """The ``case`` arm of one command: ``_arguments`` with its option and positional specs."""
+    specs = [spec for option in command.options for spec in _zsh_option_specs(option)]
+    specs += [_zsh_positional_spec(i, p) for i, p in enumerate(command.positionals)]
+    lines = [f"        {command.name})", "          _arguments \\"]
+    lines += [f"            {spec} \\" for spec in specs[:-1]]
+    lines.append(f"            {specs[-1]} && ret=0" if specs else "            && ret=0")
+    lines.append("          ;;")
+    return lines
+
+
 def render_zsh(top: Sequence[Argument], commands: Sequence[Command]) -> str:
     """The zsh completion script (``#compdef ctxpolicy``)."""
     lines = [
@@ -334,13 +364,7 @@ def render_zsh(top: Sequence[Argument], commands: Sequence[Command]) -> str:
         "      case $line[1] in",
     ]
     for command in commands:
-        specs = [spec for option in command.options for spec in _zsh_option_specs(option)]
-        specs += [_zsh_positional_spec(i, p) for i, p in enumerate(command.positionals)]
-        lines.append(f"        {command.name})")
-        lines.append("          _arguments \\")
-        lines += [f"            {spec} \\" for spec in specs[:-1]]
-        lines.append(f"            {specs[-1]} && ret=0" if specs else "            && ret=0")
-        lines.append("          ;;")
+        lines += _zsh_command_case(command)
     lines += [
         "      esac",
         "      ;;",

@@ -31,23 +31,30 @@ _ELLIPSIS = " …"
 
 def _fields(message: Any) -> tuple[str, str, str]:
     """``(type, text, name)`` of a LangChain message or a message dict."""
-    if isinstance(message, Mapping):
-        kind = str(message.get("type") or message.get("role") or "")
-        content = message.get("content")
-        name = message.get("name")
-    else:
-        kind = str(getattr(message, "type", ""))
-        content = getattr(message, "content", "")
-        name = getattr(message, "name", None)
+    kind, content, name = _raw_fields(message)
     if kind == "assistant":
         kind = "ai"
     if isinstance(content, list):
-        content = "".join(
-            part if isinstance(part, str) else str(part.get("text", ""))
-            for part in content
-            if isinstance(part, str) or (isinstance(part, Mapping) and part.get("type") == "text")
-        )
+        content = _text_of_parts(content)
     return kind, str(content or "").strip(), str(name or "agent")
+
+
+def _raw_fields(message: Any) -> tuple[str, Any, Any]:
+    """``(type, content, name)`` as stored in a message dict or a LangChain message."""
+    if isinstance(message, Mapping):
+        kind = str(message.get("type") or message.get("role") or "")
+        return kind, message.get("content"), message.get("name")
+    kind = str(getattr(message, "type", ""))
+    return kind, getattr(message, "content", ""), getattr(message, "name", None)
+
+
+def _text_of_parts(content: list[Any]) -> str:
+    """The text parts of multi-part content (strings and ``{"type": "text"}`` parts), joined."""
+    return "".join(
+        part if isinstance(part, str) else str(part.get("text", ""))
+        for part in content
+        if isinstance(part, str) or (isinstance(part, Mapping) and part.get("type") == "text")
+    )
 
 
 def decay_weight(age: int, half_life: float) -> float:

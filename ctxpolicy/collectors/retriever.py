@@ -9,7 +9,7 @@ first document fits.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ctxpolicy.collectors.template import template_source, template_variables
@@ -41,6 +41,36 @@ def _text(document: Any, *, layer: str) -> str:
     )
 
 
+def _pack_greedily(
+    texts: Sequence[str], count: Callable[[str], int], sep_cost: int, cap: int
+) -> list[int]:
+    """Indexes of the texts that fit ``cap`` together, in order, skipping any too large."""
+    packed: list[int] = []
+    used = 0
+    for index, text in enumerate(texts):
+        cost = count(text) + (sep_cost if packed else 0)
+        if used + cost > cap:
+            continue
+        packed.append(index)
+        used += cost
+    return packed
+
+
+def _back_off(
+    packed: list[int],
+    texts: Sequence[str],
+    count: Callable[[str], int],
+    separator: str,
+    cap: int,
+) -> None:
+    """Drop the last packed texts (keeping one) until their join fits ``cap``.
+
+    Token counts are not exactly additive across joins, so the whole is verified.
+    """
+    while len(packed) > 1 and count(separator.join(texts[i] for i in packed)) > cap:
+        packed.pop()
+
+
 def pack_documents(
     documents: Sequence[Any], *, request: CollectRequest
 ) -> tuple[list[Any], list[str]]:
@@ -56,17 +86,8 @@ def pack_documents(
     texts = [_text(doc, layer=request.layer) for doc in candidates]
     count = request.count_tokens
     sep_cost = count(separator) if separator else 0
-    packed: list[int] = []
-    used = 0
-    for index, text in enumerate(texts):
-        cost = count(text) + (sep_cost if packed else 0)
-        if used + cost > request.cap_tokens:
-            continue
-        packed.append(index)
-        used += cost
-    # token counts are not exactly additive across joins: verify the whole and back off
-    while len(packed) > 1 and count(separator.join(texts[i] for i in packed)) > request.cap_tokens:
-        packed.pop()
+    packed = _pack_greedily(texts, count, sep_cost, request.cap_tokens)
+    _back_off(packed, texts, count, separator, request.cap_tokens)
     if not packed and texts:
         packed = [0]
     return [candidates[i] for i in packed], [texts[i] for i in packed]

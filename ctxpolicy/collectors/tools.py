@@ -41,8 +41,6 @@ def _compact(text: str, limit: int = MAX_DESCRIPTION_CHARS) -> str:
 
 def render_type(schema: Mapping[str, Any]) -> str:
     """A compact type expression of a JSON schema (``string``, ``array[integer]``, ``"a"|"b"``)."""
-    kind = schema.get("type")
-    items = schema.get("items")
     options = schema.get("anyOf", schema.get("oneOf"))
     if "enum" in schema:
         rendered = "|".join(json.dumps(v, ensure_ascii=False) for v in schema["enum"])
@@ -52,13 +50,20 @@ def render_type(schema: Mapping[str, Any]) -> str:
         rendered = "|".join(render_type(option) for option in options)
     elif "$ref" in schema:
         rendered = str(schema["$ref"]).rsplit("/", 1)[-1]
-    elif isinstance(kind, list):
-        rendered = "|".join(render_type({**schema, "type": k}) for k in kind)
-    elif kind == "array" and isinstance(items, Mapping):
-        rendered = f"array[{render_type(items)}]"
     else:
-        rendered = kind if isinstance(kind, str) else "any"
+        rendered = _render_kind(schema)
     return rendered
+
+
+def _render_kind(schema: Mapping[str, Any]) -> str:
+    """The type expression of a schema by its ``type`` (a union, an array, or a name)."""
+    kind = schema.get("type")
+    items = schema.get("items")
+    if isinstance(kind, list):
+        return "|".join(render_type({**schema, "type": k}) for k in kind)
+    if kind == "array" and isinstance(items, Mapping):
+        return f"array[{render_type(items)}]"
+    return kind if isinstance(kind, str) else "any"
 
 
 def render_tool(tool: Any) -> str:

@@ -22,6 +22,7 @@ Deterministic regular-expression heuristics (no model) shared by importance scor
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from ctxpolicy.recall.index import STOPWORDS
@@ -184,14 +185,21 @@ def content_bonus(text: str, *, kind: str | None) -> float | None:
     if signals.chitchat and not signals.value:
         return None
     bonus = 0.2 if signals.correction else 0.0
-    if any(is_statement(c) and has_value(c) for c in clauses(text[:SHORT_TEXT_CHARS])):
-        bonus += 0.15  # a stated fact
-    elif signals.statement or signals.value:
-        bonus += 0.05
+    bonus += _fact_bonus(text, signals)
     bonus = _with_cues(bonus, signals, kind=kind)
     if signals.question and not signals.correction:
         bonus = min(bonus, 0.05)
     return min(bonus, 0.3 if signals.short else 0.05)
+
+
+def _fact_bonus(text: str, signals: Signals) -> float:
+    """+0.15 for a stated fact (a statement holding a value), else +0.05 for a statement
+    or a value, else 0."""
+    if any(is_statement(c) and has_value(c) for c in clauses(text[:SHORT_TEXT_CHARS])):
+        return 0.15  # a stated fact
+    if signals.statement or signals.value:
+        return 0.05
+    return 0.0
 
 
 def _with_cues(bonus: float, signals: Signals, *, kind: str | None) -> float:
@@ -237,25 +245,37 @@ def subject_keys(text: str, *, limit: int = 4) -> frozenset[str]:
     for clause in clauses(text):
         if is_question(clause):
             continue
-        padded = f" {clause}"
-        start = 0
-        for match in _COPULA.finditer(padded):
-            subject = _subject_of(padded[start : match.start()])
-            start = match.end()
-            if 0 < len(subject) <= 8:
-                key = " ".join(sorted(subject))
-                if key not in keys:
-                    keys.append(key)
-                if len(keys) >= limit:
-                    return frozenset(keys)
-        for match in _AS_SUBJECT.finditer(clause):
-            subject = _subject_words(match.group("subject"))
-            key = " ".join(sorted(subject))
-            if 0 < len(subject) <= 8 and key not in keys:
-                keys.append(key)
-                if len(keys) >= limit:
-                    return frozenset(keys)
+        for subject in _stated_subjects(clause):
+            if _add_subject_key(keys, subject, limit=limit):
+                return frozenset(keys)
     return frozenset(keys)
+
+
+def _stated_subjects(clause: str) -> Iterator[frozenset[str]]:
+    """The subject word sets of a clause: those before each copula, then those of
+    ``<value> as the X`` phrases (possibly empty sets)."""
+    padded = f" {clause}"
+    start = 0
+    for match in _COPULA.finditer(padded):
+        subject = _subject_of(padded[start : match.start()])
+        start = match.end()
+        yield subject
+    for match in _AS_SUBJECT.finditer(clause):
+        yield _subject_words(match.group("subject"))
+
+
+def _add_subject_key(keys: list[str], subject: frozenset[str], *, limit: int) -> bool:
+    """Append the key of ``subject`` (1 to 8 words) to ``keys`` unless already there.
+
+    Returns:
+        Whether ``keys`` is full (``limit`` reached) after a usable subject.
+    """
+    if not 0 < len(subject) <= 8:
+        return False
+    key = " ".join(sorted(subject))
+    if key not in keys:
+        keys.append(key)
+    return len(keys) >= limit
 
 
 def fact_score(piece: str) -> int:
@@ -268,6 +288,12 @@ def fact_score(piece: str) -> int:
         return 0
     question = is_question(piece)
     statement = not question and is_statement(piece)
+    score = _statement_score(piece, statement=statement) + _cue_score(piece)
+    return 0 if question and score < 3 else score
+
+
+def _statement_score(piece: str, *, statement: bool) -> int:
+    """Correction 3, stated fact 3 (statement with a value), else a value or a statement 1."""
     value = has_value(piece)
     score = 0
     if _CORRECTION.search(piece) or (statement and _NOW.search(piece)):
@@ -276,13 +302,12 @@ def fact_score(piece: str) -> int:
         score += 3
     elif statement or value:
         score += 1
-    if _REMEMBER.search(piece):
-        score += 2
-    if _DECISION.search(piece):
-        score += 2
-    if _ERROR.search(piece):
-        score += 2
-    return 0 if question and score < 3 else score
+    return score
+
+
+def _cue_score(piece: str) -> int:
+    """2 each for a ``remember``-like cue, a decision and an error."""
+    return sum(2 for cue in (_REMEMBER, _DECISION, _ERROR) if cue.search(piece))
 
 
 __all__ = [

@@ -166,16 +166,7 @@ class MemoryItem:
         """
         if not isinstance(data, Mapping):
             raise ValueError(f"memory item data must be a mapping, got {type(data).__name__}")  # noqa: TRY004
-        try:
-            item_id, content, seq = data["id"], data["content"], data["seq"]
-        except KeyError as exc:
-            raise ValueError(f"memory item data lacks field {exc.args[0]!r}") from exc
-        if not isinstance(item_id, str) or not item_id:
-            raise ValueError(f"memory item 'id' must be a non-empty string, got {item_id!r}")
-        if not isinstance(content, str):
-            raise ValueError(f"memory item 'content' must be a string, got {content!r}")  # noqa: TRY004
-        if isinstance(seq, bool) or not isinstance(seq, int):
-            raise ValueError(f"memory item 'seq' must be an integer, got {seq!r}")  # noqa: TRY004
+        item_id, content, seq = _required_fields(data)
         tags = data.get("tags", ())
         if isinstance(tags, str) or not all(isinstance(t, str) for t in tags):
             raise ValueError(f"memory item 'tags' must be a list of strings, got {tags!r}")
@@ -191,6 +182,25 @@ class MemoryItem:
             tags=tuple(tags),
             metadata=dict(metadata),
         )
+
+
+def _required_fields(data: Mapping[str, Any]) -> tuple[str, str, int]:
+    """The checked ``(id, content, seq)`` of memory item data.
+
+    Raises:
+        ValueError: one of them is missing or has the wrong type (the message names it).
+    """
+    try:
+        item_id, content, seq = data["id"], data["content"], data["seq"]
+    except KeyError as exc:
+        raise ValueError(f"memory item data lacks field {exc.args[0]!r}") from exc
+    if not isinstance(item_id, str) or not item_id:
+        raise ValueError(f"memory item 'id' must be a non-empty string, got {item_id!r}")
+    if not isinstance(content, str):
+        raise ValueError(f"memory item 'content' must be a string, got {content!r}")  # noqa: TRY004
+    if isinstance(seq, bool) or not isinstance(seq, int):
+        raise ValueError(f"memory item 'seq' must be an integer, got {seq!r}")  # noqa: TRY004
+    return item_id, content, seq
 
 
 @dataclass(frozen=True, slots=True)

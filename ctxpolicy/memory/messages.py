@@ -50,22 +50,34 @@ def describe_message(message: BaseMessage) -> tuple[str, ItemKind, dict[str, Any
     if isinstance(message, HumanMessage):
         return text, "user", metadata
     if isinstance(message, ToolMessage):
-        metadata["tool_call_id"] = message.tool_call_id
-        name = message.name or "tool"
-        kind: ItemKind = "tool_failure" if message.status == "error" else "tool_success"
-        metadata["status"] = message.status
-        metadata["tool"] = name
-        return f"{name} -> {text}", kind, metadata
+        return _describe_tool_result(message, text, metadata)
     if isinstance(message, AIMessage):
-        calls = [
-            f"{call['name']}({json.dumps(call['args'], sort_keys=True, ensure_ascii=False)})"
-            for call in message.tool_calls
-        ]
-        parts = [text] if text else []
-        if calls:
-            parts.append("calls " + ", ".join(calls))
-        return " ".join(parts), "agent", metadata
+        return _agent_text(message, text), "agent", metadata
     return text, "note", metadata
+
+
+def _describe_tool_result(
+    message: ToolMessage, text: str, metadata: dict[str, Any]
+) -> tuple[str, ItemKind, dict[str, Any]]:
+    """``(content, kind, metadata)`` for a tool result; adds its fields to ``metadata``."""
+    metadata["tool_call_id"] = message.tool_call_id
+    name = message.name or "tool"
+    kind: ItemKind = "tool_failure" if message.status == "error" else "tool_success"
+    metadata["status"] = message.status
+    metadata["tool"] = name
+    return f"{name} -> {text}", kind, metadata
+
+
+def _agent_text(message: AIMessage, text: str) -> str:
+    """An AI message's text followed by ``calls name({args}), ...`` for its tool calls."""
+    calls = [
+        f"{call['name']}({json.dumps(call['args'], sort_keys=True, ensure_ascii=False)})"
+        for call in message.tool_calls
+    ]
+    parts = [text] if text else []
+    if calls:
+        parts.append("calls " + ", ".join(calls))
+    return " ".join(parts)
 
 
 __all__ = ["analysis_text", "describe_message", "message_key"]

@@ -24,6 +24,19 @@ def pack_pieces(
     """
     if cap_tokens < 0:
         raise ValueError(f"cap_tokens must be >= 0, got {cap_tokens}")
+    taken = _greedy_fit(pieces, cap_tokens, count_tokens, separator)
+    while taken and count_tokens(separator.join(pieces[i] for i in taken)) > cap_tokens:
+        taken.pop()
+    return taken
+
+
+def _greedy_fit(
+    pieces: Sequence[str],
+    cap_tokens: int,
+    count_tokens: Callable[[str], int],
+    separator: str,
+) -> list[int]:
+    """Indices taken greedily by summed per-piece costs (before the joined-text check)."""
     taken: list[int] = []
     used = 0
     sep_cost = count_tokens(separator) if separator else 0
@@ -36,6 +49,4 @@ def pack_pieces(
         if used + cost <= cap_tokens:
             taken.append(index)
             used += cost
-    while taken and count_tokens(separator.join(pieces[i] for i in taken)) > cap_tokens:
-        taken.pop()
     return taken

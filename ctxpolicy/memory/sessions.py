@@ -111,6 +111,29 @@ def _check_session_id(session_id: Any) -> str:
     return session_id
 
 
+def _check_persist_interval(persist_interval: Any) -> None:
+    """Raise ``ValueError`` unless ``persist_interval`` is None or a number > 0."""
+    if persist_interval is not None and (
+        isinstance(persist_interval, bool)
+        or not isinstance(persist_interval, int | float)
+        or persist_interval <= 0
+    ):
+        raise ValueError(f"persist_interval must be a number > 0, got {persist_interval!r}")
+
+
+def _unique_pieces(ranked: Iterable[tuple[Any, ...]]) -> list[ContextPiece]:
+    """The pieces (last element of each ranked entry) without repeats of the same text
+    (ignoring case and spacing), first occurrence wins."""
+    seen: set[str] = set()
+    unique: list[ContextPiece] = []
+    for *_, piece in ranked:
+        key = content_key(piece.text)
+        if key not in seen:
+            seen.add(key)
+            unique.append(piece)
+    return unique
+
+
 def default_store() -> BaseStore:
     """A LangGraph ``InMemoryStore`` (imported here, so langgraph loads only when used).
 
@@ -176,12 +199,7 @@ class MemorySessions:
         # Validate sizes/namespace/summarizer once, with the memory's own messages.
         TieredMemory(l1_size, l2_size, l3_size, summarizer=summarizer, namespace=namespace)
         TieredMemory(namespace=global_namespace)
-        if persist_interval is not None and (
-            isinstance(persist_interval, bool)
-            or not isinstance(persist_interval, int | float)
-            or persist_interval <= 0
-        ):
-            raise ValueError(f"persist_interval must be a number > 0, got {persist_interval!r}")
+        _check_persist_interval(persist_interval)
         self._sizes = (l1_size, l2_size, l3_size)
         self._summarizer = summarizer
         self._namespace = namespace
@@ -199,12 +217,17 @@ class MemorySessions:
         self._last_persist = time.monotonic()
         self._global: TieredMemory | None = None
         if self._store is not None:
-            for summary, _ in load_stored(self._store, namespace=(*namespace, AGENT_PART)):
-                self._agent_l3[summary.id] = summary
-            for entry in self._store.search((*namespace, LIFECYCLE_PART), limit=10_000):
-                status = entry.value.get("status")
-                if status in SESSION_STATUSES:
-                    self._status[entry.key] = status
+            self._restore_from_store(self._store)
+
+    def _restore_from_store(self, store: BaseStore) -> None:
+        """Load the agent's L3 summaries and the sessions' lifecycle statuses from ``store``."""
+        namespace = self._namespace
+        for summary, _ in load_stored(store, namespace=(*namespace, AGENT_PART)):
+            self._agent_l3[summary.id] = summary
+        for entry in store.search((*namespace, LIFECYCLE_PART), limit=10_000):
+            status = entry.value.get("status")
+            if status in SESSION_STATUSES:
+                self._status[entry.key] = status
 
     @property
     def store(self) -> BaseStore | None:
@@ -526,10 +549,7 @@ class MemorySessions:
             KeyError: a session id that is not open.
             ValueError: ``max_tokens`` without ``count_tokens``, or bad strategy/tier/limit.
         """
-        ids = list(self._sessions) if session_ids is None else list(session_ids)
-        missing = [s for s in ids if s not in self._sessions]
-        if missing:
-            raise KeyError(f"no open session(s): {', '.join(map(repr, missing))}")
+        ids = self._open_ids(session_ids)
         if max_tokens is not None and count_tokens is None:
             raise ValueError("count_tokens is required with max_tokens")
         if max_tokens is not None and count_tokens is not None and tier is None:
@@ -541,6 +561,37 @@ class MemorySessions:
                 max_tokens=max_tokens,
                 count_tokens=count_tokens,
             )
+        merged = self._merged_candidates(
+            ids, strategy=strategy, tier=tier, query=query, shares=shares
+        )
+        ranked = dedupe_candidates(merged, limit=limit)
+        if max_tokens is None or count_tokens is None:
+            return ranked
+        return pack_candidates(ranked, cap_tokens=max_tokens, count_tokens=count_tokens)
+
+    def _open_ids(self, session_ids: Iterable[str] | None) -> list[str]:
+        """``session_ids`` as a list (None: every open session).
+
+        Raises:
+            KeyError: a session id that is not open.
+        """
+        ids = list(self._sessions) if session_ids is None else list(session_ids)
+        missing = [s for s in ids if s not in self._sessions]
+        if missing:
+            raise KeyError(f"no open session(s): {', '.join(map(repr, missing))}")
+        return ids
+
+    def _merged_candidates(
+        self,
+        ids: list[str],
+        *,
+        strategy: MemoryStrategy | None,
+        tier: MemoryTier | None,
+        query: str | None,
+        shares: Mapping[str, float] | None,
+    ) -> list[Candidate]:
+        """The `select_memory` candidates of every session, ranked by importance, then
+        tier, then recency (repeats kept)."""
         merged = [
             candidate
             for session_id in dict.fromkeys(ids)
@@ -553,10 +604,7 @@ class MemorySessions:
             )
         ]
         merged.sort(key=lambda c: (-c.item.importance, _TIER_RANK[c.tier], -c.item.seq))
-        ranked = dedupe_candidates(merged, limit=limit)
-        if max_tokens is None or count_tokens is None:
-            return ranked
-        return pack_candidates(ranked, cap_tokens=max_tokens, count_tokens=count_tokens)
+        return merged
 
     def _pack_by_shares(
         self,
@@ -632,13 +680,37 @@ class MemorySessions:
             raise ValueError(f"max_tokens must be >= 0, got {max_tokens}")
         if not 0 <= context_importance <= 1:
             raise ValueError(f"context_importance must be in [0, 1], got {context_importance!r}")
-        if session_ids is not None:
-            ids = list(session_ids)
-        elif isinstance(contexts, Mapping):
-            ids = [*contexts, *self._sessions]
-        else:
-            ids = list(self._sessions)
-        wanted = None if layers is None else set(layers)
+        ids = self._context_ids(contexts, session_ids)
+        ranked = self._ranked_pieces(
+            contexts,
+            ids,
+            wanted=None if layers is None else set(layers),
+            context_importance=context_importance,
+            query=query,
+            strategy=strategy,
+        )
+        unique = _unique_pieces(ranked)
+        texts = [piece.render() for piece in unique]
+        kept = pack_pieces(
+            texts, cap_tokens=max_tokens, count_tokens=count_tokens, separator=separator
+        )
+        return [unique[i] for i in kept]
+
+    def _ranked_pieces(
+        self,
+        contexts: SessionContexts,
+        ids: list[str],
+        *,
+        wanted: set[str] | None,
+        context_importance: float,
+        query: str | None,
+        strategy: MemoryStrategy | None,
+    ) -> list[tuple[float, int, int, int, ContextPiece]]:
+        """Every session's pieces as ``(-importance, kind, order, age, piece)``, sorted.
+
+        Raises:
+            ValueError: a session id is invalid.
+        """
         ranked: list[tuple[float, int, int, int, ContextPiece]] = []
         for order, sid in enumerate(dict.fromkeys(_check_session_id(s) for s in ids)):
             state = contexts.get(sid) if isinstance(contexts, Mapping) else contexts(sid)
@@ -654,18 +726,18 @@ class MemorySessions:
                 )
             )
         ranked.sort(key=lambda entry: entry[:4])
-        seen: set[str] = set()
-        unique: list[ContextPiece] = []
-        for *_, piece in ranked:
-            key = content_key(piece.text)
-            if key not in seen:
-                seen.add(key)
-                unique.append(piece)
-        texts = [piece.render() for piece in unique]
-        kept = pack_pieces(
-            texts, cap_tokens=max_tokens, count_tokens=count_tokens, separator=separator
-        )
-        return [unique[i] for i in kept]
+        return ranked
+
+    def _context_ids(
+        self, contexts: SessionContexts, session_ids: Iterable[str] | None
+    ) -> list[str]:
+        """The session ids of `aggregate_context`: ``session_ids``, else those of a mapping
+        ``contexts`` followed by the open sessions."""
+        if session_ids is not None:
+            return list(session_ids)
+        if isinstance(contexts, Mapping):
+            return [*contexts, *self._sessions]
+        return list(self._sessions)
 
     def _session_pieces(
         self,

@@ -207,18 +207,34 @@ def select_memory(
     """
     if strategy is not None and tier is not None:
         raise ValueError("give either strategy or tier, not both")
-    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
-        raise ValueError(f"limit must be an integer >= 1, got {limit!r}")
+    _check_limit(limit)
     if tier is not None:
-        if tier not in MEMORY_TIERS:
-            raise ValueError(f"tier must be one of {', '.join(MEMORY_TIERS)}; got {tier!r}")
-        count = limit if limit is not None else TIER_DEFAULT_LIMITS[tier]
-        if tier == "l4":
-            query = _default_query(memory, query)
-        found = (Candidate(tier, i) for i in read_tier(memory, tier, count=count, query=query))
-        return dedupe_candidates(found)
+        return _select_tier(memory, tier, query=query, limit=limit)
     pools = source_pools(memory, strategy_shares(strategy, shares), query=query)
     return dedupe_candidates((c for pool in pools.values() for c in pool), limit=limit)
+
+
+def _check_limit(limit: int | None) -> None:
+    """Raise ``ValueError`` unless ``limit`` is None or an integer >= 1."""
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+        raise ValueError(f"limit must be an integer >= 1, got {limit!r}")
+
+
+def _select_tier(
+    memory: TieredMemory, tier: MemoryTier, *, query: str | None, limit: int | None
+) -> list[Candidate]:
+    """`select_memory` for a single tier (``limit`` items, default its tier limit).
+
+    Raises:
+        ValueError: an unknown ``tier``.
+    """
+    if tier not in MEMORY_TIERS:
+        raise ValueError(f"tier must be one of {', '.join(MEMORY_TIERS)}; got {tier!r}")
+    count = limit if limit is not None else TIER_DEFAULT_LIMITS[tier]
+    if tier == "l4":
+        query = _default_query(memory, query)
+    found = (Candidate(tier, i) for i in read_tier(memory, tier, count=count, query=query))
+    return dedupe_candidates(found)
 
 
 def source_pools(
@@ -341,8 +357,7 @@ def pack_memory(
     Raises:
         ValueError: an unknown strategy, bad shares, ``limit`` < 1 or a negative cap.
     """
-    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
-        raise ValueError(f"limit must be an integer >= 1, got {limit!r}")
+    _check_limit(limit)
     chosen = strategy_shares(strategy, shares)
     if not chosen or cap_tokens <= 0:
         return []
@@ -358,15 +373,32 @@ def pack_memory(
             limit=limit,
             used_out=used,
         )
-        exhausted = len(pools.get("search", ())) < hits
-        full = used[0] >= 0.9 * cap_tokens or (limit is not None and len(packed) >= limit)
-        if full or exhausted or hits >= MAX_SEARCH_POOL:
+        if _packing_done(
+            pools, packed, used=used[0], hits=hits, cap_tokens=cap_tokens, limit=limit
+        ):
             return packed
         # the cap is not full and there may be more relevant units: read more of them
         hits = min(MAX_SEARCH_POOL, hits * 2)
         pools["search"] = source_pools(memory, {"search": 1.0}, query=query, search_hits=hits)[
             "search"
         ]
+
+
+def _packing_done(
+    pools: Mapping[str, Sequence[Candidate]],
+    packed: Sequence[Candidate],
+    *,
+    used: int,
+    hits: int,
+    cap_tokens: int,
+    limit: int | None,
+) -> bool:
+    """Whether `pack_memory` should stop reading more search hits: the cap is (nearly)
+    full, ``limit`` is reached, the search returned fewer than ``hits`` or ``hits`` is at
+    `MAX_SEARCH_POOL`."""
+    exhausted = len(pools.get("search", ())) < hits
+    full = used >= 0.9 * cap_tokens or (limit is not None and len(packed) >= limit)
+    return full or exhausted or hits >= MAX_SEARCH_POOL
 
 
 def dedupe_candidates(

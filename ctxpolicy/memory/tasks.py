@@ -159,33 +159,45 @@ def task_records(
         if isinstance(message, HumanMessage):
             parent = message_key(message)
         elif isinstance(message, AIMessage):
-            for call in message.tool_calls:
-                if call.get("id"):
-                    calls[str(call["id"])] = {
-                        "name": call["name"],
-                        "args": call.get("args") or {},
-                        "parent_task_id": parent,
-                        "agent": message.name,
-                    }
+            _note_calls(calls, message, parent)
         elif isinstance(message, ToolMessage):
             found = calls.get(message.tool_call_id)
             if found is None:
                 continue
-            meta: dict[str, Any] = {}
-            if found.get("agent"):
-                meta["agent"] = found["agent"]
-            if message.id:
-                meta["message_id"] = message.id
-            records[message_key(message)] = TaskRecord(
-                task_id=message.tool_call_id,
-                action=str(found.get("name") or message.name or "tool"),
-                parameters=dict(found.get("args") or {}),
-                result=str(message.text),
-                success=message.status != "error",
-                parent_task_id=found.get("parent_task_id"),
-                metadata=meta,
-            )
+            records[message_key(message)] = _record_of(message, found)
     return records
+
+
+def _note_calls(
+    calls: dict[str, Mapping[str, Any]], message: AIMessage, parent: str | None
+) -> None:
+    """Add the tool calls (those with an id) of ``message`` to ``calls``, by call id."""
+    for call in message.tool_calls:
+        if call.get("id"):
+            calls[str(call["id"])] = {
+                "name": call["name"],
+                "args": call.get("args") or {},
+                "parent_task_id": parent,
+                "agent": message.name,
+            }
+
+
+def _record_of(message: ToolMessage, found: Mapping[str, Any]) -> TaskRecord:
+    """The task record of a tool result answering the known call ``found``."""
+    meta: dict[str, Any] = {}
+    if found.get("agent"):
+        meta["agent"] = found["agent"]
+    if message.id:
+        meta["message_id"] = message.id
+    return TaskRecord(
+        task_id=message.tool_call_id,
+        action=str(found.get("name") or message.name or "tool"),
+        parameters=dict(found.get("args") or {}),
+        result=str(message.text),
+        success=message.status != "error",
+        parent_task_id=found.get("parent_task_id"),
+        metadata=meta,
+    )
 
 
 __all__ = [

@@ -94,10 +94,20 @@ def _check_add_arguments(
     content: Any, *, tags: Any, metadata: Any, item_id: Any, tier: Any
 ) -> None:
     """Raise ``ValueError`` naming the first invalid argument of `TieredMemory.add`."""
+    _check_add_text(content, tags=tags)
+    _check_add_options(metadata, item_id=item_id, tier=tier)
+
+
+def _check_add_text(content: Any, *, tags: Any) -> None:
+    """Raise ``ValueError`` for an empty or non-string ``content`` or non-string tags."""
     if not isinstance(content, str) or not content.strip():
         raise ValueError(f"content must be a non-empty string, got {content!r}")
     if isinstance(tags, str) or not all(isinstance(t, str) for t in tags):
         raise ValueError(f"tags must be a sequence of strings, got {tags!r}")
+
+
+def _check_add_options(metadata: Any, *, item_id: Any, tier: Any) -> None:
+    """Raise ``ValueError`` for a non-mapping ``metadata``, a bad ``item_id`` or ``tier``."""
     if metadata is not None and not isinstance(metadata, Mapping):
         raise ValueError(f"metadata must be a mapping, got {metadata!r}")
     if item_id is not None and (not isinstance(item_id, str) or not item_id):
@@ -110,6 +120,18 @@ def _check_limit(value: Any, name: str = "limit") -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
     return value
+
+
+def _check_hit_tiers(tiers: Collection[str] | None) -> frozenset[str] | None:
+    """``tiers`` as a set (None for all).
+
+    Raises:
+        ValueError: an unknown tier.
+    """
+    wanted = None if tiers is None else frozenset(tiers)
+    if wanted is not None and not wanted <= set(MEMORY_HIT_TIERS):
+        raise ValueError(f"tiers must be among {', '.join(MEMORY_HIT_TIERS)}; got {tiers!r}")
+    return wanted
 
 
 def _check_namespace(namespace: Any) -> tuple[str, ...]:
@@ -147,6 +169,23 @@ def item_to_document_metadata(item: MemoryItem) -> dict[str, Any]:
 def item_from_document(doc: Document) -> MemoryItem:
     """The memory item an L4 document stands for (foreign documents get neutral defaults)."""
     meta = doc.metadata
+    tags, extra = _document_tags_and_metadata(meta)
+    kind = meta.get("kind") or None
+    fallback_id = hashlib.blake2b(doc.page_content.encode("utf-8"), digest_size=16).hexdigest()
+    return MemoryItem(
+        id=str(meta.get("item_id") or doc.id or fallback_id),
+        content=doc.page_content,
+        importance=_document_importance(meta),
+        seq=_document_seq(meta),
+        kind=kind if kind in ITEM_KINDS else None,
+        tags=tuple(str(t) for t in tags),
+        metadata=extra if isinstance(extra, dict) else {},
+    )
+
+
+def _document_tags_and_metadata(meta: Mapping[str, Any]) -> tuple[tuple[Any, ...], Any]:
+    """An L4 document's decoded ``tags`` and ``item_metadata`` (``((), {})`` when they do
+    not decode)."""
     raw_tags = meta.get("tags", "[]")
     raw_meta = meta.get("item_metadata", "{}")
     try:
@@ -154,24 +193,24 @@ def item_from_document(doc: Document) -> MemoryItem:
         extra = json.loads(raw_meta) if isinstance(raw_meta, str) else dict(raw_meta)
     except (TypeError, ValueError):
         tags, extra = (), {}
+    return tags, extra
+
+
+def _document_importance(meta: Mapping[str, Any]) -> float:
+    """An L4 document's importance when it is a number in [0, 1], else 0.5."""
     importance = meta.get("importance")
     valid_importance = (
         isinstance(importance, int | float)
         and not isinstance(importance, bool)
         and 0.0 <= importance <= 1.0
     )
+    return float(importance) if valid_importance else 0.5  # type: ignore[arg-type]
+
+
+def _document_seq(meta: Mapping[str, Any]) -> int:
+    """An L4 document's ``seq`` when it is an integer, else -1."""
     seq = meta.get("seq", -1)
-    kind = meta.get("kind") or None
-    fallback_id = hashlib.blake2b(doc.page_content.encode("utf-8"), digest_size=16).hexdigest()
-    return MemoryItem(
-        id=str(meta.get("item_id") or doc.id or fallback_id),
-        content=doc.page_content,
-        importance=float(importance) if valid_importance else 0.5,  # type: ignore[arg-type]
-        seq=seq if isinstance(seq, int) and not isinstance(seq, bool) else -1,
-        kind=kind if kind in ITEM_KINDS else None,
-        tags=tuple(str(t) for t in tags),
-        metadata=extra if isinstance(extra, dict) else {},
-    )
+    return seq if isinstance(seq, int) and not isinstance(seq, bool) else -1
 
 
 def item_subjects(item: MemoryItem) -> frozenset[str]:
@@ -470,25 +509,30 @@ class TieredMemory:
             if task is None and not calls:
                 item = self.add_message(message)
             else:  # a tool step (task record) or the AI message that asked for it
-                content, kind, metadata = describe_message(message)
-                if not content.strip():
-                    continue
-                if task is not None:
-                    metadata[TASK_KEY] = task.to_data()
-                if calls:
-                    metadata["tool_calls"] = [
-                        {
-                            "id": c.get("id"),
-                            "name": c["name"],
-                            "args": c.get("args") or {},
-                            "parent_task_id": parent,
-                        }
-                        for c in calls
-                    ]
-                item = self.add(content, kind=kind, metadata=metadata, item_id=key)
+                item = self._add_step(message, key=key, task=task, calls=calls, parent=parent)
             if item is not None:
                 added.append(item)
         return added
+
+    def _add_step(
+        self,
+        message: BaseMessage,
+        *,
+        key: str,
+        task: Any,
+        calls: Any,
+        parent: str | None,
+    ) -> MemoryItem | None:
+        """Add a tool step (with its task record) or the AI message that asked for it
+        (with its tool calls); None when the message has no text."""
+        content, kind, metadata = describe_message(message)
+        if not content.strip():
+            return None
+        if task is not None:
+            metadata[TASK_KEY] = task.to_data()
+        if calls:
+            metadata["tool_calls"] = _call_entries(calls, parent)
+        return self.add(content, kind=kind, metadata=metadata, item_id=key)
 
     def _recent_calls(self) -> dict[str, dict[str, Any]]:
         """Tool calls of the AI messages in L1 (a ToolMessage recorded in a later batch
@@ -611,13 +655,23 @@ class TieredMemory:
         keys = item_subjects(item)
         same = {i for key in keys for i in self._l2_by_subject.get(key, ())}
         if same:  # a newer statement about the same subject supersedes the older ones
-            inherited = max(self._l2[i].importance for i in same)
-            for old in same:
-                self._l2_remove(old)
-            if inherited > item.importance:
-                item = replace(item, importance=inherited)
-            self._l2_insert(item, keys)
-            return 1
+            return self._supersede_l2(item, keys, same)
+        return self._admit_l2(item, keys)
+
+    def _supersede_l2(self, item: MemoryItem, keys: frozenset[str], same: set[str]) -> int:
+        """Replace the L2 items ``same`` (about the same subject) by ``item``, which keeps
+        the highest of their importances."""
+        inherited = max(self._l2[i].importance for i in same)
+        for old in same:
+            self._l2_remove(old)
+        if inherited > item.importance:
+            item = replace(item, importance=inherited)
+        self._l2_insert(item, keys)
+        return 1
+
+    def _admit_l2(self, item: MemoryItem, keys: frozenset[str]) -> int:
+        """Take ``item`` into L2 when above the threshold; when full, only by beating the
+        least important (oldest among equals), which is evicted. Returns 1 if taken."""
         if item.importance <= self._l2_threshold:
             return 0
         if len(self._l2) >= self._l2_size:
@@ -753,9 +807,7 @@ class TieredMemory:
         if not isinstance(query, str):
             raise TypeError(f"query must be a string, got {query!r}")
         count = _check_limit(limit)
-        wanted = None if tiers is None else frozenset(tiers)
-        if wanted is not None and not wanted <= set(MEMORY_HIT_TIERS):
-            raise ValueError(f"tiers must be among {', '.join(MEMORY_HIT_TIERS)}; got {tiers!r}")
+        wanted = _check_hit_tiers(tiers)
         if not query.strip():
             return []
         terms = query_terms(query)
@@ -782,16 +834,7 @@ class TieredMemory:
             if item is None or self._latest.get(item.id) != item.seq:
                 continue
             whole = unit.part == 0 and unit.text == item.content.strip()
-            analysed = unit.text
-            if unit.part == 0:
-                analysed = analysis_text(unit.text, item.metadata)
-            _, answer, correction, question = unit_signals(analysed)
-            weight = 0.6 if question else 1.3 if answer else 1.0
-            if correction:
-                weight *= 1.2
-            weight *= 0.8 + 0.4 * item.importance
-            if terms:
-                weight *= 0.5 + len(_matched_terms(unit.text, terms)) / len(terms)
+            weight = _unit_weight(unit.text, unit.part, item, terms)
             hits.append(
                 MemoryHit(
                     id=item.id,
@@ -823,18 +866,28 @@ class TieredMemory:
             best_of_seq.setdefault(hit.seq, hit.key)
         for rank, doc in enumerate(docs):
             found = item_from_document(doc)
-            latest = self._latest.get(found.id)
-            if latest is not None and latest != found.seq and found.seq >= 0:
+            if self._superseded(found):
                 continue  # a version superseded by a later add of the same id
             key = best_of_seq.get(found.seq) if found.seq >= 0 else None
             if key is None:
-                key = f"dense:{found.id}"
-                item = self._archive.get(found.seq) if found.seq >= 0 else None
-                base = replace(item, content=found.content) if item is not None else found
-                by_key.setdefault(key, MemoryHit(**_fields(base), whole=True))
+                key = self._dense_hit_key(found, by_key)
             scores[key] = scores.get(key, 0.0) + 1.0 / (_RRF_K + rank + 1)
         order = sorted(scores, key=lambda k: -scores[k])
         return [replace(by_key[k], score=scores[k]) for k in order]
+
+    def _superseded(self, found: MemoryItem) -> bool:
+        """Whether a vector store result is a version replaced by a later add of its id."""
+        latest = self._latest.get(found.id)
+        return latest is not None and latest != found.seq and found.seq >= 0
+
+    def _dense_hit_key(self, found: MemoryItem, by_key: dict[str, MemoryHit]) -> str:
+        """The fusion key of a vector store result without a bm25 hit of its item; its
+        hit (with the archived item's fields when known) is added to ``by_key``."""
+        key = f"dense:{found.id}"
+        item = self._archive.get(found.seq) if found.seq >= 0 else None
+        base = replace(item, content=found.content) if item is not None else found
+        by_key.setdefault(key, MemoryHit(**_fields(base), whole=True))
+        return key
 
     # ------------------------------------------------------------------ plain data
 
@@ -961,24 +1014,64 @@ class TieredMemory:
             index=index,
         )
         stored = sorted(load_stored(store, namespace=memory.namespace), key=lambda p: p[0].seq)
-        memory._l3.extend(summary for summary, _ in stored[-memory.l3_size :])
-        if stored:
-            memory._seq = stored[-1][0].seq + 1
-        for _, full in stored:
-            memory._archive[full.seq] = full
-            memory._latest[full.id] = full.seq
-        for start in range(0, len(stored), _STORE_PAGE):
-            memory._index_items([full for _, full in stored[start : start + _STORE_PAGE]])
-        memory._l4_count = len(stored)
+        memory._restore_stored(stored)
         if vector_store is not None and reindex:
-            for start in range(0, len(stored), _STORE_PAGE):
-                chunk = [summary for summary, _ in stored[start : start + _STORE_PAGE]]
-                vector_store.add_texts(
-                    [s.content for s in chunk],
-                    metadatas=[item_to_document_metadata(s) for s in chunk],
-                    ids=[s.id for s in chunk],
-                )
+            _add_summaries_to_vectors(vector_store, stored)
         return memory
+
+    def _restore_stored(self, stored: Sequence[tuple[MemoryItem, MemoryItem]]) -> None:
+        """Fill L3 (newest summaries), the archive and the search index from ``stored``
+        ``(summary, full item)`` pairs in ``seq`` order."""
+        self._l3.extend(summary for summary, _ in stored[-self.l3_size :])
+        if stored:
+            self._seq = stored[-1][0].seq + 1
+        for _, full in stored:
+            self._archive[full.seq] = full
+            self._latest[full.id] = full.seq
+        for start in range(0, len(stored), _STORE_PAGE):
+            self._index_items([full for _, full in stored[start : start + _STORE_PAGE]])
+        self._l4_count = len(stored)
+
+
+def _add_summaries_to_vectors(
+    vector_store: VectorStore, stored: Sequence[tuple[MemoryItem, MemoryItem]]
+) -> None:
+    """Add the summaries of ``stored`` to ``vector_store``, a page at a time."""
+    for start in range(0, len(stored), _STORE_PAGE):
+        chunk = [summary for summary, _ in stored[start : start + _STORE_PAGE]]
+        vector_store.add_texts(
+            [s.content for s in chunk],
+            metadatas=[item_to_document_metadata(s) for s in chunk],
+            ids=[s.id for s in chunk],
+        )
+
+
+def _call_entries(calls: Iterable[Mapping[str, Any]], parent: str | None) -> list[dict[str, Any]]:
+    """The ``tool_calls`` metadata of an AI message's calls (with the parent task id)."""
+    return [
+        {
+            "id": c.get("id"),
+            "name": c["name"],
+            "args": c.get("args") or {},
+            "parent_task_id": parent,
+        }
+        for c in calls
+    ]
+
+
+def _unit_weight(text: str, part: int, item: MemoryItem, terms: Sequence[str]) -> float:
+    """The re-ranking factor of a bm25 unit (see `TieredMemory._lexical_hits`)."""
+    analysed = text
+    if part == 0:
+        analysed = analysis_text(text, item.metadata)
+    _, answer, correction, question = unit_signals(analysed)
+    weight = 0.6 if question else 1.3 if answer else 1.0
+    if correction:
+        weight *= 1.2
+    weight *= 0.8 + 0.4 * item.importance
+    if terms:
+        weight *= 0.5 + len(_matched_terms(text, terms)) / len(terms)
+    return weight
 
 
 def _data_items(data: Mapping[str, Any], key: str) -> list[MemoryItem]:
@@ -1086,14 +1179,7 @@ def _newer_first(
     same terms put before it, or not at all (see `TieredMemory.search`). Only hits marked
     ``primary`` (all when None) are taken for themselves."""
     subjects = [_matched_terms(h.content, terms) for h in hits]
-    signals = [unit_signals(_unit_text(h)) for h in hits]
-    # answers (holding a value) first, corrections first among them, then the newest
-    preferred = sorted(
-        (j for j, signal in enumerate(signals) if signal[0]),
-        key=lambda j: (signals[j][1], signals[j][2], hits[j].seq, hits[j].part),
-        reverse=True,
-    )
-    newer = _NewerStatements(hits, subjects, preferred)
+    newer = _NewerStatements(hits, subjects, _preferred_statements(hits))
     taken: set[int] = set()
     out: list[MemoryHit] = []
     for i in range(len(hits)):
@@ -1107,6 +1193,17 @@ def _newer_first(
         if len(out) >= limit:
             break
     return out
+
+
+def _preferred_statements(hits: list[MemoryHit]) -> list[int]:
+    """Indices of the hits that state something: answers (holding a value) first,
+    corrections first among them, then the newest."""
+    signals = [unit_signals(_unit_text(h)) for h in hits]
+    return sorted(
+        (j for j, signal in enumerate(signals) if signal[0]),
+        key=lambda j: (signals[j][1], signals[j][2], hits[j].seq, hits[j].part),
+        reverse=True,
+    )
 
 
 class _NewerStatements:

@@ -311,24 +311,16 @@ class PostgresRecallIndex:
             "COPY {unit} (thread, message_id, position, part, role, tool, start_line, "
             "end_line, text, context, tokens, statement) FROM STDIN"
         ).format(unit=self._unit)
-        ids = list(first)
-        params = (
-            thread,
-            ids,
-            [first[m][0] for m in ids],
-            [len(first[m][1]) for m in ids],
-            [sum(tokens for _, tokens in first[m][1]) for m in ids],
-        )
+        params = _message_params(thread, first)
         added_units = 0
         with self._pool.connection() as conn, conn.transaction(), conn.cursor() as cur:
             cur.execute(insert, params)
             new = [str(row[0]) for row in cur.fetchall()]
             if new:
                 with cur.copy(copy) as out:
-                    for message_id in sorted(new, key=lambda m: first[m][0]):
-                        for unit, tokens in first[message_id][1]:
-                            out.write_row(_unit_row(thread, unit, tokens))
-                            added_units += 1
+                    for row in _new_unit_rows(thread, new, first):
+                        out.write_row(row)
+                        added_units += 1
         if added_units:
             self._count_added(thread, added_units)
         return len(new)
@@ -466,22 +458,8 @@ class PostgresRecallIndex:
         kept = _within_budget(stats.postings, terms)
         if not kept:
             return []
-        # like SQLite: only rows with one of the rarer terms are scored, by every term
-        scored = [
-            *kept,
-            *(t for t in dict.fromkeys(terms) if t not in kept and stats.postings.get(t)),
-        ]
-        average = stats.tokens / stats.units if stats.units and stats.tokens else 1.0
-        params: dict[str, Any] = {
-            "thread": thread,
-            "limit": int(limit),
-            "c0": _K1 * (1 - _B),
-            "c1": _K1 * _B / average,
-            "boost": STATEMENT_BOOST,
-        }
-        for i, term in enumerate(scored):
-            params[f"t{i}"] = _plain(term)
-            params[f"w{i}"] = _idf(stats.units, stats.postings[term])
+        scored = _scored_terms(terms, kept, stats.postings)
+        params = _search_params(thread, limit, stats, scored)
         with self._pool.connection() as conn:
             rows = conn.execute(self._search_query(len(scored), len(kept)), params).fetchall()
         return [RecallHit(unit_from_row(row), max(float(row[-1]), 1e-12)) for row in rows]
@@ -533,6 +511,59 @@ def _first_of_each(
         if key not in first:
             first[key] = (position, [(unit, _tokens(unit)) for unit in units])
     return first
+
+
+def _message_params(
+    thread: str, first: dict[str, tuple[int, list[tuple[Unit, int]]]]
+) -> tuple[Any, ...]:
+    """The parameters of the message insert: thread, then ids, positions, unit and token
+    counts (one array each, in the order of ``first``)."""
+    ids = list(first)
+    return (
+        thread,
+        ids,
+        [first[m][0] for m in ids],
+        [len(first[m][1]) for m in ids],
+        [sum(tokens for _, tokens in first[m][1]) for m in ids],
+    )
+
+
+def _new_unit_rows(
+    thread: str, new: Sequence[str], first: dict[str, tuple[int, list[tuple[Unit, int]]]]
+) -> Iterator[tuple[Any, ...]]:
+    """The unit rows of the ``new`` messages, by message position (COPY order)."""
+    for message_id in sorted(new, key=lambda m: first[m][0]):
+        for unit, tokens in first[message_id][1]:
+            yield _unit_row(thread, unit, tokens)
+
+
+def _scored_terms(terms: Sequence[str], kept: list[str], postings: dict[str, int]) -> list[str]:
+    """The ``kept`` terms, then every other term of ``terms`` that occurs in the thread.
+
+    Like SQLite: only rows with one of the rarer (kept) terms are scored, by every term.
+    """
+    return [
+        *kept,
+        *(t for t in dict.fromkeys(terms) if t not in kept and postings.get(t)),
+    ]
+
+
+def _search_params(
+    thread: str, limit: int, stats: _ThreadStats, scored: Sequence[str]
+) -> dict[str, Any]:
+    """The search query's parameters: bm25 constants, then each term and its idf."""
+    average = stats.tokens / stats.units if stats.units and stats.tokens else 1.0
+    params: dict[str, Any] = {
+        "thread": thread,
+        "limit": int(limit),
+        "c0": _K1 * (1 - _B),
+        "c1": _K1 * _B / average,
+        "boost": STATEMENT_BOOST,
+    }
+    for i, term in enumerate(scored):
+        params[f"t{i}"] = _plain(term)
+        params[f"w{i}"] = _idf(stats.units, stats.postings[term])
+    return params
 
 
 def _unit_row(thread: str, unit: Unit, tokens: int) -> tuple[Any, ...]:

@@ -262,8 +262,7 @@ class _Packing:
                 break
             if i in chosen or i in refused:
                 continue
-            group = [i, *(j for j in self.newer_about_same(i) if j not in chosen)]
-            cost = None if any(j in refused for j in group[1:]) else self._cost(group)
+            group, cost = self._group_with_cost(i, chosen, refused)
             if cost is None or used + cost > budget:
                 refused.add(i)
                 continue
@@ -273,6 +272,18 @@ class _Packing:
             chosen,
             key=lambda j: (self.candidates[j].unit.position, self.candidates[j].unit.part),
         )
+
+    def _group_with_cost(
+        self, i: int, chosen: set[int], refused: set[int]
+    ) -> tuple[list[int], int | None]:
+        """Candidate ``i`` with its newer statements not yet chosen, and their cost.
+
+        The cost is None when one of those newer statements was already refused: ``i``
+        cannot be taken without it.
+        """
+        group = [i, *(j for j in self.newer_about_same(i) if j not in chosen)]
+        cost = None if any(j in refused for j in group[1:]) else self._cost(group)
+        return group, cost
 
     def _cost(self, group: Sequence[int]) -> int:
         return sum(self.cost_of(j) for j in group)

@@ -218,20 +218,40 @@ def blackboard_schema(
         ValueError: a name is not a ``__context`` block layer name, or a field name is
             not an identifier.
     """
-    layers = tuple(persisted_layers)
-    for layer in layers:
-        if not is_block_layer(layer):
-            raise ValueError(f"persisted_layers: {layer!r} is not a __context block layer name")
-    others = tuple(fields)
-    for field in others:
-        if not isinstance(field, str) or not field.isidentifier():
-            raise ValueError(f"fields: {field!r} is not a state key name")
+    layers = _checked_layers(persisted_layers)
+    others = _checked_fields(fields)
     known = state_keys(base)
     extra = tuple(sorted({layer for layer in layers if layer not in known}))
     loose = tuple(sorted({f for f in others if f not in known and f not in extra}))
     if not extra and not loose:
         return base
     return _extended_schema(base, extra, name, loose)
+
+
+def _checked_layers(persisted_layers: Iterable[str]) -> tuple[str, ...]:
+    """The persisted layer names, each checked to be a ``__context`` block layer.
+
+    Raises:
+        ValueError: a name is not a block layer name.
+    """
+    layers = tuple(persisted_layers)
+    for layer in layers:
+        if not is_block_layer(layer):
+            raise ValueError(f"persisted_layers: {layer!r} is not a __context block layer name")
+    return layers
+
+
+def _checked_fields(fields: Iterable[str]) -> tuple[str, ...]:
+    """The other state keys, each checked to be an identifier.
+
+    Raises:
+        ValueError: a key is not a string or not an identifier.
+    """
+    others = tuple(fields)
+    for field in others:
+        if not isinstance(field, str) or not field.isidentifier():
+            raise ValueError(f"fields: {field!r} is not a state key name")
+    return others
 
 
 #: Extended schemas by (base, extra layers, name, other fields): the same policy yields
