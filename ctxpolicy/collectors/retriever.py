@@ -44,11 +44,19 @@ def _text(document: Any, *, layer: str) -> str:
 def _pack_greedily(
     texts: Sequence[str], count: Callable[[str], int], sep_cost: int, cap: int
 ) -> list[int]:
-    """Indexes of the texts that fit ``cap`` together, in order, skipping any too large."""
+    """Indexes of the texts that fit ``cap`` together, in order, skipping any too large.
+
+    A non-empty text counts at least one token (true of every tokenizer), so once the
+    room left is smaller than a separator plus one token, no non-empty text can fit:
+    the rest are skipped without being counted (only empty texts may still be packed).
+    """
     packed: list[int] = []
     used = 0
     for index, text in enumerate(texts):
-        cost = count(text) + (sep_cost if packed else 0)
+        sep = sep_cost if packed else 0
+        if text and cap - used < sep + 1:
+            continue  # provably too large: not counted
+        cost = count(text) + sep
         if used + cost > cap:
             continue
         packed.append(index)

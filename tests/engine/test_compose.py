@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 
+from ctxpolicy import compose as compose_module
 from ctxpolicy.compose import compose_layers, compose_messages
 from ctxpolicy.engine import PolicyEngine
 from ctxpolicy.errors import BudgetExceededError, CtxPolicyError, QueryPathError
 from ctxpolicy.plan import LayerPlan, plan_layers
+from ctxpolicy.policy import Policy
 from ctxpolicy.testing import assert_history_valid
-from ctxpolicy.tokens import get_tokenizer
+from ctxpolicy.tokens import MESSAGE_OVERHEAD, Tokenizer, get_tokenizer
 from tests.engine.conftest import design_data, make_policy
 
 TOK = get_tokenizer("cl100k_base")
@@ -97,6 +99,99 @@ def test_block_drop_removes_the_whole_block() -> None:
     assert [m.content for m in comp.messages] == ["s", "short", "hi"]
     layer = comp.report.layer("todo__context")
     assert layer.dropped and layer.tokens == 0 and layer.cuts[0].cap == plan.caps["todo__context"]
+
+
+def test_block_whose_cut_marker_does_not_fit_is_dropped() -> None:
+    plan = small_plan(window=40, layers={"todo__context": {"overflow": "truncate_tail"}})
+    comp = compose_layers(
+        plan,
+        system_prompt="s",
+        checkpoint_messages=[HumanMessage("hi")],
+        contexts={"todo__context": LONG},
+    )
+    assert [m.content for m in comp.messages] == ["s", "hi"]
+    layer = comp.report.layer("todo__context")
+    assert layer.dropped and layer.tokens == 0
+    (cut,) = layer.cuts
+    assert (cut.action, cut.rule) == ("dropped", "truncate_tail: marker does not fit")
+
+
+def test_system_prompt_whose_cut_marker_does_not_fit_raises() -> None:
+    plan = small_plan(window=40, layers={"system_prompt": {"overflow": "truncate_tail"}})
+    with pytest.raises(BudgetExceededError, match="not even a cut marker fits") as info:
+        compose_layers(plan, system_prompt=LONG, checkpoint_messages=[HumanMessage("hi")])
+    assert info.value.layer == "system_prompt"
+    assert info.value.cap == plan.caps["system_prompt"]
+
+
+class _OvershootingTokenizer(Tokenizer):
+    """cl100k_base whose ``truncate`` returns up to 3 tokens more than it is asked for."""
+
+    def __init__(self) -> None:
+        super().__init__("cl100k_base", encoding=TOK._encoding)
+        self.budgets: list[int] = []
+
+    def truncate(self, text: str, max_tokens: int, *, keep: Literal["head", "tail"]) -> str:
+        self.budgets.append(max_tokens)
+        return super().truncate(text, max_tokens + 3, keep=keep)
+
+
+def test_truncation_retries_with_a_smaller_budget_until_the_message_fits(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    tok = _OvershootingTokenizer()
+    monkeypatch.setattr(compose_module, "get_tokenizer", lambda name: tok)
+    plan = small_plan(layers={"todo__context": {"overflow": "truncate_tail"}})
+    cap = plan.caps["todo__context"]
+    comp = compose_layers(
+        plan,
+        system_prompt="s",
+        checkpoint_messages=[HumanMessage("hi")],
+        contexts={"todo__context": LONG},
+    )
+    (todo,) = [m for m, n in zip(comp.messages, comp.message_layers) if n == "todo__context"]
+    # the first cut is 3 over the cap; the retry asks for 3 fewer and fills the cap exactly
+    assert tok.budgets == [cap - MESSAGE_OVERHEAD, cap - MESSAGE_OVERHEAD - 3]
+    assert todo.content == TOK.truncate(LONG, cap - MESSAGE_OVERHEAD, keep="head")
+    assert TOK.count_message(todo) == cap == comp.report.layer("todo__context").tokens
+    (cut,) = comp.report.layer("todo__context").cuts
+    assert cut.action == "truncated"
+
+
+def _exact_text(make: Any, tokens: int) -> str:
+    """A text whose ``make(text)`` message has exactly ``tokens`` tokens."""
+    text = ""
+    while TOK.count_message(make(text)) < tokens:
+        text += " x"
+    assert TOK.count_message(make(text)) == tokens
+    return text
+
+
+def test_layers_that_fill_exactly_the_available_tokens_compose() -> None:
+    policy = Policy.model_validate(
+        {
+            "version": 1,
+            "name": "exact",
+            "model": {"context_window": 100, "tokenizer": "cl100k_base"},
+            "budget": {
+                "output_reserve": 0.0,
+                "ratios": {"system_prompt": 0.5, "query": 0.5},
+                "redistribute": False,
+            },
+            "order": ["system_prompt", "query"],
+            "processes": {
+                "worker": {"checkpoint_messages": False, "share_context": False, "query": "runtime"}
+            },
+            "default_process": "worker",
+        }
+    )
+    plan = plan_layers(policy, "worker")
+    system = _exact_text(SystemMessage, plan.caps["system_prompt"])
+    query = _exact_text(HumanMessage, plan.caps["query"])
+    comp = compose_layers(plan, system_prompt=system, query=query)
+    assert [m.content for m in comp.messages] == [system, query]
+    assert comp.report.total_tokens == plan.available_tokens == 100
+    assert not any(layer.cuts for layer in comp.report.layers)
 
 
 def test_block_error_raises_with_layer_tokens_and_cap() -> None:

@@ -64,6 +64,16 @@ def test_json_preview_and_excluded_layers(
         "process mapreduce_worker: share_context false, not in include"
     )
     assert len(data["report"]["prefix_hashes"]) == len(data["messages"])
+    not_in_include = "process mapreduce_worker: share_context false, not in include"
+    assert data["plan"]["excluded"] == [
+        {"name": "experience__context", "reason": not_in_include},
+        {"name": "todo__context", "reason": not_in_include},
+        {"name": "compression__context", "reason": not_in_include},
+        {
+            "name": "checkpoint_messages",
+            "reason": "process mapreduce_worker: checkpoint_messages false",
+        },
+    ]
 
 
 def test_share_context_switch_and_yaml_state(

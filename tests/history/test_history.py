@@ -18,7 +18,14 @@ from langchain_core.messages import (
     trim_messages,
 )
 
-from ctxpolicy.history import HistoryFit, check_history, fit_history, repair_history
+from ctxpolicy.history import (
+    HistoryFit,
+    MessagesView,
+    PrefixView,
+    check_history,
+    fit_history,
+    repair_history,
+)
 from ctxpolicy.tokens import get_tokenizer
 
 # -- helpers ----------------------------------------------------------------------------
@@ -425,6 +432,45 @@ def test_check_history_names_each_problem():
     ]
     assert check_history([]) == []
     assert check_history([HumanMessage("q"), ai_calls("a"), tool("a"), AIMessage("a")]) == []
+
+
+def test_check_history_names_index_0_for_a_first_message_that_opens_or_answers_calls():
+    start = "messages[0]: history must start on a HumanMessage"
+    assert check_history([ai_calls("a")]) == [
+        f"{start}, got AIMessage",
+        "messages[0]: tool call(s) 'a' have no ToolMessage",
+    ]
+    assert check_history([tool("a"), HumanMessage("q")]) == [
+        f"{start}, got ToolMessage",
+        (
+            "messages[0]: ToolMessage (tool_call_id 'a') answers no open tool call of the "
+            "AIMessage before it"
+        ),
+    ]
+    assert check_history([HumanMessage("q"), ai_calls("a")]) == [
+        "messages[1]: tool call(s) 'a' have no ToolMessage"
+    ]
+
+
+def test_views_of_the_same_length_are_equal_only_with_equal_messages():
+    first = [HumanMessage("q"), AIMessage("a"), HumanMessage("r")]
+    other = [first[0], AIMessage("b"), first[2]]  # the same objects but one
+    assert PrefixView is MessagesView
+    assert MessagesView(first) != MessagesView(other)
+    assert MessagesView(first) != tuple(other)
+    assert tuple(other) != MessagesView(first)
+    assert PrefixView([*first, AIMessage("x")], 3) != PrefixView([*other, AIMessage("x")], 3)
+    assert MessagesView(first, 2) != (HumanMessage("q"), AIMessage("b"))
+    assert MessagesView(first).replaced(1, AIMessage("c")) != MessagesView(other)
+
+
+def test_views_of_equal_messages_are_equal():
+    first = [HumanMessage("q"), AIMessage("a"), HumanMessage("r")]
+    copies = [m.model_copy() for m in first]
+    assert MessagesView(first) == MessagesView(copies) == tuple(copies)
+    assert MessagesView(first, 2) == (HumanMessage("q"), AIMessage("a"))
+    replaced = (HumanMessage("q"), AIMessage("b"), HumanMessage("r"))
+    assert MessagesView(first).replaced(1, AIMessage("b")) == replaced
 
 
 def test_repair_history_notes_every_removal_oldest_first():

@@ -127,6 +127,20 @@ def test_l3_l4_persist_through_base_store_round_trip():
     assert TieredMemory.from_store(store, namespace=("other",)).get_l3() == []
 
 
+def test_restore_reads_every_page_of_a_store_with_more_than_one_page_of_summaries():
+    store = InMemoryStore()
+    mem = TieredMemory(1, 1, 3, store=store, namespace=("agent", "many"))
+    for i in range(1002):  # 1,001 summaries: two full pages of 500 and one of 1
+        mem.add(f"observation {i} about quasar{i}", importance=0.1)
+    restored = TieredMemory.from_store(store, namespace=("agent", "many"), l3_size=3)
+    assert restored.stats()["l4"] == restored.stats()["indexed"] == 1001
+    assert [i.seq for i in restored.get_l3()] == [998, 999, 1000]
+    for n in (0, 499, 500, 999, 1000):  # first and last of each page
+        (hit,) = restored.search(f"quasar{n}", 1)
+        assert hit.content == f"observation {n} about quasar{n}"
+    assert restored.add("next").seq == 1001
+
+
 def test_full_text_survives_the_store_and_a_buried_line_is_found_again():
     store = InMemoryStore()
     mem = TieredMemory(2, 2, 3, store=store, namespace=("agent", "s2"))

@@ -169,6 +169,10 @@ def test_items_evicted_from_l1_are_summarized_into_l3_with_capacity():
     assert len(l3) == 3
     assert [i.seq for i in l3] == [3, 4, 5]
     assert mem.stats()["l4"] == 6
+    # a limit keeps the most recent summaries, still oldest first
+    assert [i.seq for i in mem.get_l3(2)] == [4, 5]
+    assert [i.seq for i in mem.get_l3(1)] == [5]
+    assert [i.seq for i in mem.get_l3(99)] == [3, 4, 5]
 
 
 def test_extractive_summary_is_deterministic_and_short():

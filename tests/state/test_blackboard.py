@@ -50,6 +50,23 @@ def test_merge_results_honours_overwrite(reset: object) -> None:
     assert merge_results([r("a"), r("b")], reset) == []
 
 
+@pytest.mark.parametrize(
+    "result",
+    [
+        {"task_id": "b", "value": []},
+        {"task_id": "b", "type": "summary", "value": "v"},
+        {"task_id": "b"},
+        {"task_id": "b", "__overwrite__": "not a reset"},
+    ],
+    ids=["value-key", "type-and-value", "single-key", "sentinel-among-others"],
+)
+def test_a_result_that_only_looks_like_an_overwrite_is_appended(result: dict) -> None:
+    """Only the exact erased forms of ``Overwrite`` reset; a result with a ``value`` key,
+    a ``type`` key or a single key is an ordinary result."""
+    assert merge_results([r("a")], result) == [r("a"), result]
+    assert merge_results([r("a")], [result]) == [r("a"), result]
+
+
 def test_merge_results_overwrite_with_values_deduplicates() -> None:
     assert merge_results([r("z")], Overwrite([r("a"), r("a", "2")])) == [r("a", "2")]
 

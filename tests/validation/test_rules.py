@@ -81,6 +81,13 @@ def test_team_layer_in_order_without_any_use_is_a_warning() -> None:
     assert [(f.rule, f.severity) for f in findings] == [("order.unused-layer", "warning")]
 
 
+@pytest.mark.parametrize("key", ["include", "exclude"])
+def test_team_layer_used_only_by_a_process_rule_is_not_unused(key: str) -> None:
+    order = ["system_prompt", "notes__context", "checkpoint_messages", "query"]
+    policy = _policy(order=order, processes={"react": {key: ["notes__context"]}})
+    assert "order.unused-layer" not in {f.rule for f in check_semantics(policy)}
+
+
 def test_default_processes_may_name_layers_the_order_leaves_out() -> None:
     order = ["system_prompt", "checkpoint_messages", "query"]
     assert _rules(_policy(order=order)) == set()
