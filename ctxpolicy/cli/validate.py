@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from ctxpolicy.cli.progress import Progress
 from ctxpolicy.cli.reporters import escape_data, get_reporter
 from ctxpolicy.loading import iter_policy_files, validate_paths
+from ctxpolicy.loading.extends import DocumentCache
 
 if TYPE_CHECKING:
     from ctxpolicy.diagnostics import PolicyIssue
@@ -58,9 +59,10 @@ def validate_files(files: list[Path]) -> list[PolicyIssue]:
     an issue found through two files (a shared parent) is reported once.
     """
     found: list[PolicyIssue] = []
+    documents = DocumentCache()  # a base extended by many team files is parsed once
     with Progress(len(files), label="validating") as progress:
         for file in files:
-            found.extend(validate_paths(file))
+            found.extend(validate_paths(file, documents=documents))
             progress.advance()
     return sorted(dict.fromkeys(found), key=lambda i: (*i.sort_key, i.rule))
 

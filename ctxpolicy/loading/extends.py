@@ -12,6 +12,7 @@ line; problems inside a parent are reported in the parent file.
 
 from __future__ import annotations
 
+import copy
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -30,7 +31,7 @@ from ctxpolicy.diagnostics import (
     locate,
     shown_path,
 )
-from ctxpolicy.loading.read import read_document
+from ctxpolicy.loading.read import ParsedDocument, read_document
 
 #: Mappings that replace as a whole: a collector is one choice, not a set of defaults.
 _REPLACED_KEYS = frozenset({"collector"})
@@ -107,8 +108,49 @@ def _without_extends(parent: MergedDocument) -> tuple[dict[str, Any], SourceMap]
     return data, smap
 
 
-def _resolve(path: Path, stack: tuple[Path, ...]) -> MergedDocument:
-    document, issues = read_document(path)
+class DocumentCache:
+    """The parsed policy documents of one run, so a base many team files extend is parsed once.
+
+    Keyed by the path as the reference names it (normalized) with the file's size and
+    modification time: a file changed during the run is parsed again, and every issue
+    keeps the file name it would have had without the cache. Each read hands out a copy of
+    the data, so no caller can change what the next one sees.
+    """
+
+    def __init__(self) -> None:
+        self._documents: dict[
+            tuple[str, int, int], tuple[ParsedDocument | None, list[PolicyIssue]]
+        ] = {}
+
+    def read(self, path: Path) -> tuple[ParsedDocument | None, list[PolicyIssue]]:
+        """`read_document`, parsed at most once per file version."""
+        try:
+            stat = path.stat()
+        except OSError:
+            return read_document(path)
+        key = (str(path), stat.st_mtime_ns, stat.st_size)
+        found = self._documents.get(key)
+        if found is None:
+            found = self._documents[key] = read_document(path)
+        document, issues = found
+        if document is None:
+            return None, list(issues)
+        copied = ParsedDocument(
+            document.file, copy.deepcopy(document.data), dict(document.sourcemap)
+        )
+        return copied, list(issues)
+
+
+def _read(
+    path: Path, documents: DocumentCache | None
+) -> tuple[ParsedDocument | None, list[PolicyIssue]]:
+    return read_document(path) if documents is None else documents.read(path)
+
+
+def _resolve(
+    path: Path, stack: tuple[Path, ...], documents: DocumentCache | None = None
+) -> MergedDocument:
+    document, issues = _read(path, documents)
     if document is None:
         return MergedDocument(path, None, issues=tuple(issues))
     all_issues = list(issues)
@@ -117,7 +159,15 @@ def _resolve(path: Path, stack: tuple[Path, ...]) -> MergedDocument:
     chain: list[Path] = []
     for ref_path, ref in _parents(document.data):
         where = locate(document.sourcemap, ref_path, default=display_name(path))
-        parent = _parent(path, ref, where=where, ref_path=ref_path, stack=stack, issues=all_issues)
+        parent = _parent(
+            path,
+            ref,
+            where=where,
+            ref_path=ref_path,
+            stack=stack,
+            issues=all_issues,
+            documents=documents,
+        )
         if parent is None:
             continue
         data, smap = _without_extends(parent)
@@ -160,12 +210,13 @@ def _parent(
     ref_path: JsonPath,
     stack: tuple[Path, ...],
     issues: list[PolicyIssue],
+    documents: DocumentCache | None = None,
 ) -> MergedDocument | None:
     target, rule, message = _target(child, ref, stack)
     if target is None:
         issues.append(issue_at(where, ref_path, message, rule))
         return None
-    parent = _resolve(target, (*stack, target.resolve()))
+    parent = _resolve(target, (*stack, target.resolve()), documents)
     issues.extend(parent.issues)
     if parent.data is None:
         message = f"extends {ref!r}: parent policy {display_name(target)} is invalid"
@@ -180,9 +231,15 @@ def _parent(
     return parent
 
 
-def resolve_extends(path: Path) -> MergedDocument:
-    """Read ``path`` and merge its ``extends`` chain (never raises for bad input)."""
-    return _resolve(path, (path.resolve(),))
+def resolve_extends(path: Path, *, documents: DocumentCache | None = None) -> MergedDocument:
+    """Read ``path`` and merge its ``extends`` chain (never raises for bad input).
+
+    Args:
+        path: The policy file.
+        documents: Documents already parsed in this run (`validate_paths` shares one
+            across files, so a common base is parsed once); None parses every file.
+    """
+    return _resolve(path, (path.resolve(),), documents)
 
 
-__all__ = ["MergedDocument", "deep_merge", "merge_sourcemaps", "resolve_extends"]
+__all__ = ["DocumentCache", "MergedDocument", "deep_merge", "merge_sourcemaps", "resolve_extends"]

@@ -19,7 +19,7 @@ from ctxpolicy.diagnostics import (
     sorted_issues,
 )
 from ctxpolicy.errors import PolicyValidationError
-from ctxpolicy.loading.extends import resolve_extends
+from ctxpolicy.loading.extends import DocumentCache, resolve_extends
 from ctxpolicy.policy import Policy
 from ctxpolicy.settings import apply_overrides, policy_path
 from ctxpolicy.validation import validate_data
@@ -132,6 +132,7 @@ def resolve_policy(
     *,
     enable_share_context: bool | None = None,
     environ: Mapping[str, str] | None = None,
+    documents: DocumentCache | None = None,
 ) -> LoadResult:
     """Load, merge, override and validate one policy file; never raises for bad input.
 
@@ -139,10 +140,11 @@ def resolve_policy(
         path: The policy file (``.yaml``, ``.yml`` or ``.toml``).
         enable_share_context: Explicit value of the central switch (wins over all).
         environ: Environment to read instead of ``os.environ``.
+        documents: Documents already parsed in this run (see `validate_paths`).
     """
     file = Path(path)
     name = display_name(file)
-    merged = resolve_extends(file)
+    merged = resolve_extends(file, documents=documents)
     issues = list(merged.issues)
     if merged.data is None:
         return LoadResult(file, None, sorted_issues(issues), {}, merged.chain)
@@ -225,12 +227,17 @@ def iter_policy_files(paths: PathLike | Iterable[PathLike]) -> Iterator[Path]:
             yield path
 
 
-def validate_paths(paths: PathLike | Iterable[PathLike]) -> list[PolicyIssue]:
+def validate_paths(
+    paths: PathLike | Iterable[PathLike], *, documents: DocumentCache | None = None
+) -> list[PolicyIssue]:
     """Every issue of every policy file under ``paths`` (files or folders, recursive;
     hidden files and folders are skipped; one path may be given instead of a list).
 
-    A path that does not exist is itself an issue (rule ``file.missing``).
+    A path that does not exist is itself an issue (rule ``file.missing``). Each file is
+    parsed once per call: team files that extend one base share its parse. Pass the same
+    ``documents`` to several calls to share it across them too.
     """
+    documents = DocumentCache() if documents is None else documents
     issues: list[PolicyIssue] = []
     for file in iter_policy_files(paths):
         if not file.exists():
@@ -238,7 +245,7 @@ def validate_paths(paths: PathLike | Iterable[PathLike]) -> list[PolicyIssue]:
                 PolicyIssue(display_name(file), 0, 0, "$", "no such file or folder", "file.missing")
             )
             continue
-        issues.extend(resolve_policy(file).issues)
+        issues.extend(resolve_policy(file, documents=documents).issues)
     return list(sorted_issues(issues))
 
 
