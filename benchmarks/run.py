@@ -22,6 +22,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from readme_table import update_readme  # benchmarks/ is this script's own folder
+
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
 
@@ -282,6 +284,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     markdown_path = args.output.with_suffix(".md")
     markdown_path.write_text(markdown + "\n")
+    if not args.quick and not args.only and args.output == RESULTS / "latest.json" and not failed:
+        update_readme(report)  # the README's performance block, from this very run
     print(markdown)
     print(f"\nWrote {args.output.relative_to(HERE.parent)} and {markdown_path.name}")
     return 1 if failed else 0

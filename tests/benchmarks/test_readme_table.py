@@ -1,0 +1,31 @@
+"""The README's performance block is the one `benchmarks/readme_table.py` makes from the
+recorded `benchmarks/results/latest.json`: no hand-typed figure."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _readme_table():  # type: ignore[no-untyped-def]
+    spec = importlib.util.spec_from_file_location(
+        "readme_table", ROOT / "benchmarks" / "readme_table.py"
+    )
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_readme_performance_block_comes_from_the_recorded_run() -> None:
+    table = _readme_table()
+    report = json.loads((ROOT / "benchmarks" / "results" / "latest.json").read_text("utf-8"))
+    assert not report["quick"]
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    block = readme.split(table.START, 1)[1].split(table.END, 1)[0]
+    assert block.strip() == table.readme_block(report).strip()
+    assert report["machine"]["cpus"] >= 1  # the machine's description is recorded with it
