@@ -876,14 +876,15 @@ def compose_messages(
         BudgetExceededError: a layer with overflow ``error`` does not fit.
         ValueError: a ``contexts`` key that is not a ``__context`` layer of the policy.
     """
-    call = check_call(
+    composition = compose_layers(
         plan,
         system_prompt=system_prompt,
         checkpoint_messages=checkpoint_messages,
         contexts=contexts,
         query=query,
+        request_summary=False,
     )
-    return list(compose_call(call, request_summary=False).messages)
+    return list(composition.messages)
 
 
 __all__ = [

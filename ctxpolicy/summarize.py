@@ -9,15 +9,14 @@ previous ``compression__context``; the engine decides when (see
 
 from __future__ import annotations
 
-import asyncio
 import inspect
-from collections.abc import Awaitable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 from langchain_core.runnables import Runnable
 
-from ctxpolicy.collectors.run import in_daemon_thread
+from ctxpolicy.collectors.run import run_awaitable
 from ctxpolicy.errors import CollectorError
 from ctxpolicy.layers import COMPRESSION
 
@@ -92,19 +91,6 @@ def _summary_text(value: Any) -> str:
     return text
 
 
-def _wait(awaitable: Awaitable[Any]) -> Any:
-    """The value of ``awaitable``, from sync code (in a worker thread under a running loop)."""
-
-    async def wrapper() -> Any:
-        return await awaitable
-
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(wrapper())
-    return in_daemon_thread(lambda: asyncio.run(wrapper())).result()
-
-
 def summarize_history(
     summarizer: Any, dropped: Sequence[BaseMessage], previous_summary: str | None
 ) -> str:
@@ -119,7 +105,7 @@ def summarize_history(
         else:
             value = summarizer(tuple(dropped), previous_summary)
             if inspect.isawaitable(value):
-                value = _wait(value)
+                value = run_awaitable(value)
     except CollectorError:
         raise
     except Exception as exc:

@@ -68,7 +68,12 @@ def in_daemon_thread(function: Callable[[], Any]) -> Future[Any]:
     return future
 
 
-def _run_awaitable(awaitable: Awaitable[Any], timeout: float | None = None) -> Any:
+def run_awaitable(awaitable: Awaitable[Any], timeout: float | None = None) -> Any:
+    """The value of ``awaitable``, from sync code (in a worker thread under a running loop).
+
+    Used by the sync collector runner and by the summarizer (`ctxpolicy.summarize`).
+    """
+
     async def wrapper() -> Any:
         if timeout is None:
             return await awaitable
@@ -86,7 +91,7 @@ def _call_blocking(
 ) -> Any:
     value = collector(request)
     if inspect.isawaitable(value):
-        value = _run_awaitable(value, timeout)
+        value = run_awaitable(value, timeout)
     return value
 
 
@@ -188,6 +193,7 @@ __all__ = [
     "CollectOutcome",
     "arun_collector",
     "arun_collectors",
+    "run_awaitable",
     "run_collector",
     "run_collectors",
 ]
