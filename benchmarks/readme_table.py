@@ -54,7 +54,8 @@ def readme_block(report: dict[str, Any]) -> str:
         "",
         (
             f"- Next turn (warm engine): {min(warm):.1f}–{max(warm):.1f}× the cost of encoding "
-            f"the 2 new messages, or twice that cost plus {min(excess):.0f}–{max(excess):.0f} µs."
+            f"the 2 new messages, or 1.5 times that cost {min(excess):+.0f} to "
+            f"{max(excess):+.0f} µs."
         ),
     ]
     layer = benchmarks.get("memory_layer", {}).get("by_history")

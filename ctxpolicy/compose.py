@@ -28,7 +28,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 
 from ctxpolicy.budget import call_caps, history_room, layer_demands
 from ctxpolicy.errors import BudgetExceededError, QueryPathError
-from ctxpolicy.history import HistoryFit, count_newest, fit_history
+from ctxpolicy.history import HistoryFit, count_newest, fit_history, latest_walk
 from ctxpolicy.layers import BLOCK_SUFFIX, CHECKPOINT_MESSAGES, COMPRESSION
 from ctxpolicy.report import (
     NO_EXTRAS,
@@ -656,7 +656,11 @@ def _fit_history_layer(
     tok, cap = call.tokenizer, tally.cap
     history, input_message = call.history, call.input_message
     tally.source = "history"
-    fit = fit_history(history, max_tokens=cap, count=tok.count_message)
+    # the next turn parses and counts only what was appended since the last walk
+    previous = latest_walk(tok.walks, history)
+    fit = fit_history(history, max_tokens=cap, count=tok.count_message, previous=previous)
+    if fit.walk is not None:
+        tok.remember_walk(fit.walk)
     cleared: LayerCut | None = None
     if tally.layer.clear_tool_results and input_message is not None:
         history, fit, cleared = _clear_to_fit(tok, history, fit, input_message, cap)

@@ -34,10 +34,13 @@ caller's history, never copied nor checked whole:
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from bisect import bisect_left
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from itertools import accumulate
+from operator import attrgetter, is_
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, overload
+from typing import TYPE_CHECKING, Any, NamedTuple, overload
 
 from langchain_core.messages import (
     AIMessage,
@@ -53,12 +56,14 @@ if TYPE_CHECKING:
 
 __all__ = [
     "HistoryFit",
+    "HistoryWalk",
     "MessagesView",
     "PrefixView",
     "as_messages",
     "check_history",
     "count_newest",
     "fit_history",
+    "latest_walk",
     "repair_history",
 ]
 
@@ -237,12 +242,17 @@ class HistoryFit:
         tokens: Tokens of ``kept`` (the sum of ``count`` over it).
         repairs: Human-readable notes, oldest first, of messages removed for structural
             validity from inside the kept window or from its start.
+        walk: What this fit walked, for the next call on the same history grown at its
+            end (``previous=`` of `fit_history`); None when it cannot be reused (a
+            repaired window, items converted from dicts, a message shown replaced).
+            Not part of equality.
     """
 
     kept: tuple[BaseMessage, ...]
     dropped: Sequence[BaseMessage]
     tokens: int
     repairs: tuple[str, ...]
+    walk: HistoryWalk | None = field(default=None, compare=False, repr=False)
 
 
 def _describe(message: BaseMessage) -> str:
@@ -424,23 +434,15 @@ _Unit = tuple[int, list[BaseMessage], list[str], int]
 """A parsed unit: (index of its first message, its messages, notes oldest first, tokens)."""
 
 
-def _drop_leading_non_human(units: list[_Unit]) -> tuple[list[_Unit], str | None]:
-    """Pop the oldest units (at the END of newest-first ``units``) until one is Human.
+class _Walk(NamedTuple):
+    """What `_walk_units` walked."""
 
-    Returns:
-        The popped units, newest first like ``units``, and a note (``None`` if none).
-    """
-    popped: list[_Unit] = []
-    while units and not isinstance(units[-1][1][0], HumanMessage):
-        popped.insert(0, units.pop())
-    if not popped:
-        return popped, None
-    removed = [m for unit in reversed(popped) for m in unit[1]]
-    kinds = ", ".join(_describe(m) for m in removed[:4]) + (", ..." if len(removed) > 4 else "")
-    return popped, (
-        f"removed {len(removed)} message(s) from index {popped[-1][0]} ({kinds}): "
-        "the history must start on a HumanMessage"
-    )
+    units: list[_Unit]  # newest first
+    older_notes: list[str]  # removals older than the oldest unit, oldest first
+    total: int  # tokens of ``units``
+    end: int  # where the walk stopped: the start of its oldest unit (or of removals)
+    stopped: bool  # a unit did not fit (``end`` is where that unit ends)
+    over: _Unit | None = None  # that unit
 
 
 def _uncounted(_message: BaseMessage) -> int:
@@ -452,21 +454,21 @@ def _walk_units(
     *,
     max_tokens: int | None = None,
     count: Callable[[BaseMessage], int] = _uncounted,
-) -> tuple[list[_Unit], list[str], int]:
-    """Parse units newest first, until the start or the first unit over ``max_tokens``.
+    end: int | None = None,
+    floor: int = 0,
+) -> _Walk:
+    """Parse units newest first from ``end``, until ``floor`` or the first unit over ``max_tokens``.
 
-    Returns:
-        ``(units, older_notes, total)``: the kept units newest first (each with the notes
-        of removals between it and the next newer unit), the notes of removals older
-        than the oldest kept unit (oldest first), and the tokens of the kept units.
+    A unit that starts below ``floor`` is still parsed whole (the walk then ends below
+    ``floor``: the caller sees it in ``end``).
     """
     limit = sys.maxsize if max_tokens is None else max_tokens
     units: list[_Unit] = []
     pending: list[str] = []  # removals newer than the next unit to keep, newest first
     total = 0
-    end = len(messages)
+    end = len(messages) if end is None else end
     unit: list[BaseMessage] | None
-    while end > 0:
+    while end > floor:
         message = messages[end - 1]
         kind = type(message)
         if kind is HumanMessage or (kind is AIMessage and not message.tool_calls):  # type: ignore[attr-defined]
@@ -481,8 +483,8 @@ def _walk_units(
                 continue
             cost = sum(map(count, unit))
         if total + cost > limit:
-            pending = []  # removals next to a unit that does not fit: in the dropped part
-            break
+            # removals next to a unit that does not fit: in the dropped part
+            return _Walk(units, [], total, end, stopped=True, over=(start, unit, notes, cost))
         total += cost
         if pending:
             units.append((start, unit, [*notes, *reversed(pending)], cost))
@@ -490,18 +492,42 @@ def _walk_units(
         else:
             units.append((start, unit, notes, cost))
         end = start
-    return units, list(reversed(pending)), total
+    return _Walk(units, list(reversed(pending)), total, end, stopped=False)
 
 
-def _flatten(units: list[_Unit]) -> tuple[BaseMessage, ...]:
+def _leading_non_human(units: Sequence[_Unit]) -> int:
+    """How many of the oldest units of oldest-first ``units`` come before a Human one."""
+    lead = 0
+    for unit in units:
+        if isinstance(unit[1][0], HumanMessage):
+            break
+        lead += 1
+    return lead
+
+
+def _lead_note(popped: Sequence[_Unit]) -> str | None:
+    """The note of removing oldest-first units ``popped`` from the start (None: none)."""
+    if not popped:
+        return None
+    removed = [m for unit in popped for m in unit[1]]
+    kinds = ", ".join(_describe(m) for m in removed[:4]) + (", ..." if len(removed) > 4 else "")
+    return (
+        f"removed {len(removed)} message(s) from index {popped[0][0]} ({kinds}): "
+        "the history must start on a HumanMessage"
+    )
+
+
+def _flatten(units: Iterable[_Unit]) -> tuple[BaseMessage, ...]:
+    """The messages of oldest-first ``units``, in order."""
     kept: list[BaseMessage] = []
-    for unit in reversed(units):
+    for unit in units:
         kept.extend(unit[1])
     return tuple(kept)
 
 
-def _notes(units: list[_Unit]) -> list[str]:
-    return [note for unit in reversed(units) for note in unit[2]]
+def _notes(units: Iterable[_Unit]) -> list[str]:
+    """The notes of oldest-first ``units``, in order."""
+    return [note for unit in units for note in unit[2]]
 
 
 def repair_history(
@@ -522,13 +548,230 @@ def repair_history(
     Raises:
         TypeError: When an element is not a ``BaseMessage`` (naming its index).
     """
-    units, older_notes, _ = _walk_units(messages)
-    popped, lead_note = _drop_leading_non_human(units)
-    notes = [*older_notes, *_notes(popped)]
+    walk = _walk_units(messages)
+    units = walk.units[::-1]
+    lead = _leading_non_human(units)
+    notes = [*walk.older_notes, *_notes(units[:lead])]
+    lead_note = _lead_note(units[:lead])
     if lead_note:
         notes.append(lead_note)
-    notes.extend(_notes(units))
-    return _flatten(units), tuple(notes)
+    notes.extend(_notes(units[lead:]))
+    return _flatten(units[lead:]), tuple(notes)
+
+
+# ----------------------------------------------------------------------------- walks
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class HistoryWalk:
+    """The units one `fit_history` call parsed and counted, for the next call to reuse.
+
+    The next turn of a conversation is the same history with a few messages appended;
+    `fit_history` given this walk (``previous=``) parses and counts only the new
+    messages (and older ones only if the budget grew past what was walked). It is
+    reused only while the walked window is unchanged: the same message objects at the
+    same positions, with the same ``content`` objects. Replacing a message (what
+    LangGraph's ``add_messages`` does for an id it already holds) or assigning its
+    ``content`` invalidates it; editing a ``tool_calls`` list in place is not seen.
+
+    Made only for a window that needed no repair and whose items are messages as given
+    (no dict converted, no message shown replaced). Holds the window's messages.
+
+    Attributes:
+        window: The walked items, ``messages[start:end]``, as the caller gave them.
+        contents: Their ``content`` objects, in order (in-place edits are seen).
+        units: The units that fit, oldest first (with any leading non-Human ones).
+        prefix: Running token sums: ``prefix[i + 1] - prefix[i]`` is unit ``i``'s tokens.
+        over: The unit that did not fit (where the walk stopped), or None.
+        start: Index of the oldest walked item (``over``'s first, else ``cut``).
+        cut: Index of the oldest unit that fit (``end`` if none did).
+        end: Length of the history that was walked.
+        reached_start: The walk reached the first message (nothing older to walk).
+    """
+
+    window: tuple[Any, ...]
+    contents: tuple[Any, ...]
+    units: tuple[_Unit, ...]
+    prefix: tuple[int, ...]
+    over: _Unit | None
+    start: int
+    cut: int
+    end: int
+    reached_start: bool
+
+
+def _items_as_given(messages: Sequence[BaseMessage]) -> Sequence[Any] | None:
+    """The caller's items behind ``messages`` when they are read as they are, else None."""
+    if isinstance(messages, MessagesView):
+        return None if messages._shown else messages._items
+    if isinstance(messages, list | tuple):
+        return messages
+    return None
+
+
+def _all_messages(items: Sequence[Any]) -> bool:
+    return all(isinstance(item, BaseMessage) for item in items)
+
+
+_contents = attrgetter("content")
+
+
+def _unchanged(walk: HistoryWalk, items: Sequence[Any], length: int) -> bool:
+    """Whether ``items`` (of ``length`` shown) still hold ``walk``'s window, as walked."""
+    if length < walk.end:
+        return False
+    now = items[walk.start : walk.end]
+    return (
+        len(now) == len(walk.window)
+        and all(map(is_, now, walk.window))
+        and all(map(is_, map(_contents, now), walk.contents))
+    )
+
+
+def latest_walk(walks: Iterable[object], messages: Sequence[BaseMessage]) -> HistoryWalk | None:
+    """The first `HistoryWalk` of ``walks`` whose window ends where it did in ``messages``.
+
+    A cheap check (the window's last message only): `fit_history` checks the whole
+    window again before reusing it.
+    """
+    items = _items_as_given(messages)
+    if items is None:
+        return None
+    length = len(messages)
+    for walk in walks:
+        if (
+            isinstance(walk, HistoryWalk)
+            and walk.window
+            and length >= walk.end
+            and items[walk.end - 1] is walk.window[-1]
+        ):
+            return walk
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class _Walked:
+    """Units walked over a history (oldest first), before the start is made Human."""
+
+    units: list[_Unit]
+    prefix: list[int]  # running sums over ``units`` (offset arbitrary)
+    reached_start: bool
+    clean: bool  # no unit carries a note, and the items were messages as given
+    over: _Unit | None = None  # the unit that did not fit
+
+
+def _record(items: Sequence[Any], walked: _Walked, end: int) -> HistoryWalk:
+    """The `HistoryWalk` of ``walked`` over ``items[:end]``."""
+    units, over = walked.units, walked.over
+    cut = units[0][0] if units else end
+    start = over[0] if over is not None else cut
+    window = tuple(items[start:end])
+    return HistoryWalk(
+        window=window,
+        contents=tuple(map(_contents, window)),
+        units=tuple(units),
+        prefix=tuple(walked.prefix),
+        over=over,
+        start=start,
+        cut=cut,
+        end=end,
+        reached_start=walked.reached_start,
+    )
+
+
+def _fit(
+    messages: Sequence[BaseMessage], items: Sequence[Any] | None, walked: _Walked
+) -> HistoryFit:
+    """The `HistoryFit` of ``walked``: its oldest non-Human units dropped, then kept."""
+    units, prefix = walked.units, walked.prefix
+    lead = _leading_non_human(units)
+    kept_units = units[lead:]
+    tokens = prefix[-1] - prefix[lead]
+    length = len(messages)
+    cut = kept_units[0][0] if kept_units else length
+    lead_note = _lead_note(units[:lead])
+    if walked.clean and items is not None:
+        kept = tuple(items[cut:length])  # no removal inside: the window as given
+        repairs = [lead_note] if lead_note else []
+        walk = _record(items, walked, length)
+    else:
+        kept = _flatten(kept_units)
+        repairs = _notes(kept_units)
+        if lead_note:
+            repairs.insert(0, lead_note)
+        walk = None
+    return HistoryFit(kept, MessagesView(messages, cut), tokens, tuple(repairs), walk)
+
+
+def _walked(walk: _Walk, items: Sequence[Any] | None, *, start: int) -> _Walked:
+    """``walk``'s units oldest first, with running sums from ``start``."""
+    units = walk.units[::-1]
+    clean = items is not None and not any(unit[2] for unit in units)
+    walked = [walk.over, *units] if walk.over is not None else units
+    if clean and items is not None and walked:
+        clean = _all_messages(items[walked[0][0] : walked[-1][0] + len(walked[-1][1])])
+    prefix = list(accumulate((unit[3] for unit in units), initial=start))
+    return _Walked(units, prefix, reached_start=not walk.stopped, clean=clean, over=walk.over)
+
+
+def _walk_after(
+    previous: HistoryWalk,
+    messages: Sequence[BaseMessage],
+    items: Sequence[Any],
+    *,
+    max_tokens: int,
+    count: Callable[[BaseMessage], int],
+) -> _Walked | None:
+    """Walk what follows ``previous``'s window and reuse the window (None: cannot)."""
+    tail = _walk_units(messages, max_tokens=max_tokens, count=count, floor=previous.end)
+    if tail.stopped:  # the new messages alone fill the budget
+        return _walked(tail, items, start=0)
+    new = tail.units[::-1]
+    if tail.end != previous.end or tail.older_notes or any(unit[2] for unit in new):
+        return None  # a unit spans the old end, or the new part needed a repair
+    if not _all_messages(items[previous.end : len(messages)]):
+        return None
+    old = previous.prefix
+    room = max_tokens - tail.total
+    first = bisect_left(old, old[-1] - room)  # the oldest old unit that still fits
+    units = [*previous.units[first:], *new]
+    prefix = list(old[first:])
+    for unit in new:
+        prefix.append(prefix[-1] + unit[3])
+    if first:  # an old unit did not fit: the walk stops there
+        return _Walked(
+            units, prefix, reached_start=False, clean=True, over=previous.units[first - 1]
+        )
+    walked = _Walked(
+        units, prefix, reached_start=previous.reached_start, clean=True, over=previous.over
+    )
+    left = room - (old[-1] - old[0])
+    if previous.reached_start or (previous.over is not None and previous.over[3] > left):
+        return walked  # nothing older, or it stops at the same unit as before
+    return _walk_older(walked, messages, room=left, count=count, end=previous.cut, items=items)
+
+
+def _walk_older(
+    walked: _Walked,
+    messages: Sequence[BaseMessage],
+    *,
+    room: int,
+    count: Callable[[BaseMessage], int],
+    end: int,
+    items: Sequence[Any],
+) -> _Walked:
+    """``walked`` extended with the units before index ``end`` that fit in ``room`` tokens."""
+    older = _walk_units(messages, max_tokens=room, count=count, end=end)
+    extra = _walked(older, items, start=0)
+    shift = walked.prefix[0] - extra.prefix[-1]
+    prefix = [p + shift for p in extra.prefix[:-1]] + walked.prefix
+    return _Walked(
+        extra.units + walked.units,
+        prefix,
+        reached_start=extra.reached_start,
+        clean=extra.clean,
+        over=extra.over,
+    )
 
 
 def fit_history(
@@ -536,6 +779,7 @@ def fit_history(
     *,
     max_tokens: int,
     count: Callable[[BaseMessage], int],
+    previous: HistoryWalk | None = None,
 ) -> HistoryFit:
     """Keep the newest whole units of a history that fit in ``max_tokens``.
 
@@ -550,10 +794,16 @@ def fit_history(
     ``trim_messages(strategy="last", start_on="human", allow_partial=False)`` keeps
     from the repaired history with the same counter.
 
+    With ``previous`` (the ``walk`` of an earlier fit of this history, before messages
+    were appended), only the appended messages are parsed and counted: the next turn
+    costs what is new. The result is the same as without it; a ``previous`` whose window
+    changed (see `HistoryWalk`) is ignored. ``count`` must be the one that made it.
+
     Args:
         messages: The history, oldest first.
         max_tokens: Token budget of the kept part.
         count: Tokens of one message (e.g. ``Tokenizer.count_message``).
+        previous: An earlier fit's `HistoryWalk` of this history (optional).
 
     Returns:
         The `HistoryFit`.
@@ -564,19 +814,14 @@ def fit_history(
     """
     if max_tokens < 0:
         raise ValueError(f"max_tokens must be >= 0, got {max_tokens}")
-    units, _, total = _walk_units(messages, max_tokens=max_tokens, count=count)
-    popped, lead_note = _drop_leading_non_human(units)
-    total -= sum(unit[3] for unit in popped)
-    repairs = _notes(units)
-    if lead_note:
-        repairs.insert(0, lead_note)
-    cut = units[-1][0] if units else len(messages)
-    return HistoryFit(
-        kept=_flatten(units),
-        dropped=MessagesView(messages, cut),
-        tokens=total,
-        repairs=tuple(repairs),
-    )
+    items = _items_as_given(messages)
+    walked: _Walked | None = None
+    if previous is not None and items is not None and _unchanged(previous, items, len(messages)):
+        walked = _walk_after(previous, messages, items, max_tokens=max_tokens, count=count)
+    if walked is None:
+        walk = _walk_units(messages, max_tokens=max_tokens, count=count)
+        walked = _walked(walk, items, start=0)
+    return _fit(messages, items, walked)
 
 
 def count_newest(tok: Tokenizer, messages: Sequence[BaseMessage], limit: int) -> tuple[int, bool]:

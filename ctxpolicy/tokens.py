@@ -240,6 +240,11 @@ class _BoundedCache:
             self._data.clear()
 
 
+#: History walks a tokenizer remembers: the conversations composed in turn by one process
+#: (each holds the messages of its kept window).
+MAX_WALKS = 8
+
+
 class Tokenizer:
     """Counts, encodes and truncates text with one encoding; counts are cached by content.
 
@@ -252,7 +257,7 @@ class Tokenizer:
         exact: ``True`` for tiktoken encodings, ``False`` for the approximate estimate.
     """
 
-    __slots__ = ("_encoding", "_message_counts", "_text_counts", "exact", "name")
+    __slots__ = ("_encoding", "_message_counts", "_text_counts", "_walks", "exact", "name")
 
     def __init__(
         self, name: str, *, encoding: Any = None, cache_size: int = _DEFAULT_CACHE_SIZE
@@ -268,6 +273,7 @@ class Tokenizer:
         self._encoding = encoding
         self._text_counts = _BoundedCache(cache_size)
         self._message_counts = _BoundedCache(cache_size)
+        self._walks: tuple[object, ...] = ()
 
     def __repr__(self) -> str:
         return f"Tokenizer(name={self.name!r}, exact={self.exact})"
@@ -277,9 +283,24 @@ class Tokenizer:
         return Tokenizer(self.name, encoding=self._encoding, cache_size=self._text_counts._maxsize)
 
     def clear_cache(self) -> None:
-        """Forget every cached count."""
+        """Forget every cached count (and every remembered history walk)."""
         self._text_counts.clear()
         self._message_counts.clear()
+        self._walks = ()
+
+    @property
+    def walks(self) -> tuple[object, ...]:
+        """The history walks counted with this tokenizer, newest first (at most `MAX_WALKS`).
+
+        `ctxpolicy.history.HistoryWalk` objects: the composer looks up the one that a
+        history grown at its end can reuse (`ctxpolicy.history.latest_walk`).
+        """
+        return self._walks
+
+    def remember_walk(self, walk: object) -> None:
+        """Keep ``walk`` as the newest of `walks` (the oldest beyond `MAX_WALKS` is dropped)."""
+        others = tuple(w for w in self._walks if w is not walk)
+        self._walks = (walk, *others[: MAX_WALKS - 1])  # one assignment: safe across threads
 
     # -- text ---------------------------------------------------------------------------
 

@@ -1,0 +1,182 @@
+"""`fit_history(previous=...)`: the next turn reuses the last walk and gives the same fit.
+
+The reuse is an optimisation only: with or without ``previous`` the kept messages, the
+dropped prefix, the tokens and the repairs are the same, whatever happened to the
+history between the two calls (messages appended, replaced, edited in place, removed,
+the budget moved). And it must really be used: appending counts only the new messages.
+"""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+
+from ctxpolicy.history import HistoryWalk, MessagesView, fit_history, latest_walk
+
+from .test_history import ai_calls, budgets, count, histories, ids, recording, tool
+
+
+def same_fit(a, b):
+    assert ids(a.kept) == ids(b.kept)
+    assert ids(a.dropped) == ids(b.dropped)
+    assert a.tokens == b.tokens
+    assert a.repairs == b.repairs
+
+
+def fresh(messages, max_tokens):
+    return fit_history(messages, max_tokens=max_tokens, count=count)
+
+
+CHANGES = st.sampled_from(["append", "append", "append", "replace", "edit", "pop", "nothing"])
+
+
+@st.composite
+def sessions(draw):
+    """A history, then a few (change, new messages, budget) steps applied to it."""
+    history = draw(histories(broken=draw(st.booleans())))
+    steps = []
+    for _ in range(draw(st.integers(1, 6))):
+        steps.append((draw(CHANGES), draw(histories(broken=draw(st.booleans()))), draw(budgets)))
+    return history, steps
+
+
+def _change(history, change, new, rng_index):
+    if change == "append":
+        return history + new
+    if not history:
+        return history + new
+    i = rng_index % len(history)
+    if change == "replace":  # what add_messages does for an id it holds: a new object
+        copy = history[i].model_copy(update={"content": history[i].content + "!"})
+        return [*history[:i], copy, *history[i + 1 :]]
+    if change == "edit":  # content assigned in place: the same object
+        history[i].content = history[i].content + "?"
+        return list(history)
+    if change == "pop":
+        return history[:-1]
+    return list(history)
+
+
+@given(sessions(), budgets, st.integers(0, 10_000))
+@settings(max_examples=300, deadline=None)
+def test_reusing_the_previous_walk_gives_the_same_fit(session, first_budget, index):
+    history, steps = session
+    fit = fresh(history, first_budget)
+    for change, new, budget in steps:
+        history = _change(history, change, new, index)
+        reused = fit_history(history, max_tokens=budget, count=count, previous=fit.walk)
+        same_fit(reused, fresh(history, budget))
+        fit = reused
+
+
+@given(histories(), budgets, budgets, histories())
+@settings(max_examples=200, deadline=None)
+def test_appending_counts_only_the_new_messages(history, first_budget, budget, new):
+    first = fresh(history, first_budget)
+    grown = history + new
+    counter, counted = recording()
+    second = fit_history(grown, max_tokens=budget, count=counter, previous=first.walk)
+    same_fit(second, fresh(grown, budget))
+    assert first.walk is not None  # a valid history, messages as given: reusable
+    walked = set(ids(first.walk.window))
+    if budget <= first_budget or first.walk.reached_start:
+        # nothing older than the last walk is needed: the old window is never counted again
+        assert not walked & set(counted)
+
+
+def test_next_turn_reuses_the_walk_through_a_view_and_latest_walk_finds_it():
+    history = []
+    for i in range(200):
+        history += [HumanMessage(f"q{i} " + "x" * 20), ai_calls(f"c{i}"), tool(f"c{i}", "r" * 10)]
+        history.append(AIMessage(f"a{i}"))
+    first = fit_history(MessagesView(history, argument="h"), max_tokens=300, count=count)
+    assert isinstance(first.walk, HistoryWalk)
+    assert first.walk.end == len(history)
+    history += [HumanMessage("next"), AIMessage("reply")]
+    view = MessagesView(history, argument="h")
+    assert latest_walk([first.walk], view) is first.walk
+    counter, counted = recording()
+    second = fit_history(view, max_tokens=300, count=counter, previous=first.walk)
+    assert counted == [id(history[-1]), id(history[-2])]
+    same_fit(second, fresh(history, 300))
+
+
+def test_a_walk_is_not_made_for_a_repaired_window_or_converted_items():
+    broken = [HumanMessage("q"), ToolMessage("orphan", tool_call_id="x"), AIMessage("a")]
+    assert fresh(broken, 1_000).walk is None
+    dicts = [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}]
+    assert fit_history(MessagesView(dicts, argument="h"), max_tokens=100, count=count).walk is None
+    shown = MessagesView([HumanMessage("q")]).replaced(0, HumanMessage("expanded"))
+    assert fit_history(shown, max_tokens=100, count=count).walk is None
+
+
+def test_latest_walk_skips_walks_of_other_histories():
+    a = [HumanMessage("a")]
+    b = [HumanMessage("b")]
+    walk_a = fresh(a, 100).walk
+    assert latest_walk([walk_a], b) is None
+    assert latest_walk([walk_a], [*a, AIMessage("x")]) is walk_a
+    assert latest_walk([walk_a], MessagesView([HumanMessage("q")]).replaced(0, a[0])) is None
+
+
+def test_no_walk_is_made_over_converted_items_even_when_only_the_unit_over_is_one():
+    items = [{"role": "user", "content": "x" * 50}]
+    fit = fit_history(MessagesView(items, argument="h"), max_tokens=10, count=count)
+    assert fit.kept == () and len(fit.dropped) == 1
+    assert fit.walk is None
+    items = [{"role": "user", "content": "x" * 50}, HumanMessage("q"), AIMessage("a")]
+    fit = fit_history(MessagesView(items, argument="h"), max_tokens=10, count=count)
+    assert fit.kept == (items[1], items[2]) and len(fit.dropped) == 1
+    assert fit.walk is None
+
+
+def test_the_tokenizer_remembers_the_newest_walks_and_clear_cache_forgets_them():
+    from ctxpolicy.tokens import MAX_WALKS, Tokenizer
+
+    tok = Tokenizer("approximate")
+    walks = [fresh([HumanMessage(f"q{i}")], 100).walk for i in range(MAX_WALKS + 2)]
+    for walk in walks:
+        tok.remember_walk(walk)
+    tok.remember_walk(walks[-3])  # remembered again: moves to the front, not duplicated
+    assert tok.walks[:3] == (walks[-3], walks[-1], walks[-2])
+    assert len(tok.walks) == MAX_WALKS
+    assert walks[0] not in tok.walks and walks[1] not in tok.walks  # the oldest dropped
+    tok.clear_cache()
+    assert tok.walks == ()
+
+
+def test_the_engine_counts_only_the_new_messages_on_the_next_turn():
+    from ctxpolicy.engine import PolicyEngine
+    from ctxpolicy.policy import Policy
+    from ctxpolicy.tokens import get_tokenizer
+
+    engine = PolicyEngine(
+        Policy.model_validate(
+            {
+                "version": 1,
+                "name": "walks",
+                "model": {"context_window": 2_000, "tokenizer": "cl100k_base"},
+                "budget": {"output_reserve": 0.0, "ratios": {"checkpoint_messages": 0.9}},
+                "order": ["system_prompt", "checkpoint_messages"],
+                "processes": {"react": {"checkpoint_messages": True, "query": "checkpoint"}},
+                "default_process": "react",
+            }
+        )
+    )
+    history = []
+    for i in range(300):
+        history += [HumanMessage(f"question {i} " + "x " * 20), AIMessage(f"answer {i}")]
+    tok = get_tokenizer("cl100k_base")
+    engine.compose(system_prompt="s", checkpoint_messages=history)
+    first = latest_walk(tok.walks, history)
+    assert first is not None and first.end == len(history)
+    history = [*history, HumanMessage("a new question"), AIMessage("its answer")]
+    result = engine.compose(system_prompt="s", checkpoint_messages=history)
+    assert result.messages[-2:] == history[-2:]
+    second = latest_walk(tok.walks, history)
+    assert second is not None and second.end == len(history)
+    # the old units were reused as they were (not parsed again), the two new ones added
+    assert second.units[-2][1] == [history[-2]] and second.units[-1][1] == [history[-1]]
+    reused = {id(unit) for unit in first.units}
+    assert all(id(unit) in reused for unit in second.units[:-2])
