@@ -601,12 +601,15 @@ class HistoryWalk:
 
 
 def _items_as_given(messages: Sequence[BaseMessage]) -> Sequence[Any] | None:
-    """The caller's items behind ``messages`` when they are read as they are, else None."""
+    """The caller's list or tuple behind ``messages`` when read as it is, else None.
+
+    Other sequences (lazy, remote) are never sliced: their walks are not remembered.
+    """
     if isinstance(messages, MessagesView):
-        return None if messages._shown else messages._items
-    if isinstance(messages, list | tuple):
-        return messages
-    return None
+        if messages._shown:
+            return None
+        messages = messages._items
+    return messages if isinstance(messages, list | tuple) else None
 
 
 def _all_messages(items: Sequence[Any]) -> bool:
@@ -649,8 +652,7 @@ def latest_walk(walks: Iterable[object], messages: Sequence[BaseMessage]) -> His
     return None
 
 
-@dataclass(frozen=True, slots=True)
-class _Walked:
+class _Walked(NamedTuple):
     """Units walked over a history (oldest first), before the start is made Human."""
 
     units: list[_Unit]
@@ -689,7 +691,7 @@ def _fit(
     tokens = prefix[-1] - prefix[lead]
     length = len(messages)
     cut = kept_units[0][0] if kept_units else length
-    lead_note = _lead_note(units[:lead])
+    lead_note = _lead_note(units[:lead]) if lead else None
     if walked.clean and items is not None:
         kept = tuple(items[cut:length])  # no removal inside: the window as given
         repairs = [lead_note] if lead_note else []
