@@ -141,8 +141,13 @@ class _Frozen(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, str_strip_whitespace=False)
 
 
+_SCALARS = frozenset({str, int, float, bool})
+
+
 def _entries(data: Any) -> Iterable[tuple[str | int, Any]]:
     """The (key, value) pairs of a mapping or the (index, item) pairs of a list."""
+    if type(data) in _SCALARS:  # most values: skip the slow Mapping check
+        return ()
     if isinstance(data, Mapping):
         return data.items()
     if isinstance(data, list | tuple):

@@ -16,7 +16,6 @@ prefix, case-insensitive names, extra variables ignored and empty values unset.
 
 from __future__ import annotations
 
-import copy
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -142,14 +141,17 @@ def policy_path(
 
 
 def _set(data: dict[str, Any], path: JsonPath, value: Any) -> bool:
+    """Set ``path`` in ``data``, copying each mapping on the way (shared with the input)."""
     node = data
     for key in path[:-1]:
         child = node.get(str(key))
         if child is None:
-            child = node[str(key)] = {}
+            child = {}
         elif not isinstance(child, dict):
             return False  # the file's own type error stays visible
-        node = child
+        copied = dict(child)
+        node[str(key)] = copied
+        node = copied
     node[str(path[-1])] = value
     return True
 
@@ -198,7 +200,7 @@ def apply_overrides(
     Returns:
         The new data, the new source map and one issue per invalid variable.
     """
-    out = copy.deepcopy(data)
+    out = dict(data)  # `_set` copies what it changes: ``data`` itself is never changed
     smap = dict(sourcemap)
     settings, problems = read_settings(environ)
     for field, path in SETTING_PATHS.items():

@@ -1,26 +1,33 @@
 """``ctxpolicy validate [PATH ...]``: check policy files (exit 0 valid, 1 invalid, 2 unreadable).
 
 Starts fast: loads neither langchain-core nor tiktoken (CI and pre-commit run it on
-every commit). A path that does not exist is reported like any other problem, in the
-chosen format (rule ``file.missing``, exit 2), so ``--format github`` turns it into an
-annotation too. With more than 20 files and stderr on a terminal, a one-line counter
-shows progress on stderr.
+every commit), nor jsonschema, jinja2 or ruamel.yaml until a file needs them. A path
+that does not exist is reported like any other problem, in the chosen format (rule
+``file.missing``, exit 2), so ``--format github`` turns it into an annotation too. With
+more than 20 files and stderr on a terminal, a one-line counter shows progress on stderr.
+
+Many files (`PARALLEL_MIN_FILES`) are shared between two processes when the machine has
+an idle CPU for a second one (`JOBS_VARIABLE`): the second is forked after the imports
+and after the first file, so it starts warm and a base that every team file extends is
+parsed once. ``CTXPOLICY_VALIDATE_JOBS=1`` keeps everything in one process, ``2`` forks
+whatever the load.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import pickle
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any
 
 from ctxpolicy.cli.progress import Progress
 from ctxpolicy.cli.reporters import escape_data, get_reporter
+from ctxpolicy.diagnostics import PolicyIssue
 from ctxpolicy.loading import iter_policy_files, validate_paths
 from ctxpolicy.loading.extends import DocumentCache
-
-if TYPE_CHECKING:
-    from ctxpolicy.diagnostics import PolicyIssue
 
 HELP = "check policy files against the schema and the semantic rules"
 EXAMPLES = """examples:
@@ -52,19 +59,174 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+#: Below this many files a second process does not pay for itself (forking and
+#: collecting its findings cost a few milliseconds; a file takes about half of one).
+PARALLEL_MIN_FILES = 64
+#: How many processes share the files (``1``: no second process); default: 2 when this
+#: process may run on at least 2 CPUs and the load average of the last minute leaves
+#: half of one free (on a busy machine a second process only waits for a CPU: the
+#: forking and the collecting are lost).
+JOBS_VARIABLE = "CTXPOLICY_VALIDATE_JOBS"
+#: What the second process writes before its findings: one byte per file done.
+_TICK = b"."
+_END = b"\0"
+
+
+def _idle_cpus() -> float:
+    """CPUs this process may run on, less the load average of the last minute."""
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1
+    try:
+        load = os.getloadavg()[0]
+    except (AttributeError, OSError):  # not on this platform: assume busy
+        return 0.0
+    return cpus - load
+
+
+def _jobs(count: int) -> int:
+    """How many processes validate ``count`` files (1 or 2)."""
+    if not hasattr(os, "fork") or count < PARALLEL_MIN_FILES:
+        return 1
+    wanted = os.environ.get(JOBS_VARIABLE, "").strip()
+    if wanted.isdigit():
+        return max(1, min(int(wanted), 2))
+    return 2 if _idle_cpus() >= 0.5 else 1
+
+
+_PerFile = list[list[PolicyIssue]]
+
+
+def _validate(files: list[Path], documents: DocumentCache, done: Callable[[], None]) -> _PerFile:
+    """The issues of each of ``files``, in their order (``done`` after each file)."""
+    found: _PerFile = []
+    for file in files:
+        found.append(validate_paths(file, documents=documents))
+        done()
+    return found
+
+
+def _fields(issue: PolicyIssue) -> tuple[Any, ...]:
+    return (
+        issue.file,
+        issue.line,
+        issue.column,
+        issue.path,
+        issue.message,
+        issue.rule,
+        issue.severity,
+    )
+
+
+def _run_child(files: list[Path], documents: DocumentCache, write: int) -> None:
+    """The second process: validate ``files``, a tick per file, then the findings; exit."""
+
+    def tick() -> None:
+        os.write(write, _TICK)
+
+    code = 0
+    try:
+        found = _validate(files, documents, tick)
+        fields = [[_fields(issue) for issue in issues] for issues in found]
+        payload = pickle.dumps(fields, pickle.HIGHEST_PROTOCOL)
+        view = memoryview(_END + payload)
+        while view:
+            view = view[os.write(write, view) :]
+    except BaseException:  # noqa: BLE001 - the parent then validates these files itself
+        code = 1
+    finally:
+        os._exit(code)
+
+
+class _SecondProcess:
+    """A forked process validating some of the files; its findings come back through a pipe.
+
+    It inherits everything already imported and parsed (the document cache included), so
+    it starts warm. It writes one tick byte per file done, then `_END` and the pickled
+    fields of its findings.
+    """
+
+    def __init__(self, files: list[Path], documents: DocumentCache) -> None:
+        read, write = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child never returns from here
+            os.close(read)
+            _run_child(files, documents, write)
+        os.close(write)
+        os.set_blocking(read, False)
+        self.read, self.pid = read, pid
+        self.buffer = bytearray()
+        self.counted = 0
+
+    def _ticks_so_far(self) -> int:
+        end = self.buffer.find(_END)
+        return len(self.buffer) if end < 0 else end
+
+    def ticks(self) -> int:
+        """Files the second process finished since the last call (never blocks)."""
+        if self.read >= 0:
+            try:
+                while chunk := os.read(self.read, 1 << 16):
+                    self.buffer += chunk
+            except BlockingIOError:
+                pass
+        total = self._ticks_so_far()
+        new, self.counted = total - self.counted, total
+        return new
+
+    def findings(self) -> _PerFile | None:
+        """Wait for the second process; its findings (None when it failed)."""
+        os.set_blocking(self.read, True)
+        while chunk := os.read(self.read, 1 << 16):
+            self.buffer += chunk
+        os.close(self.read)
+        self.read = -1
+        _, status = os.waitpid(self.pid, 0)
+        end = self.buffer.find(_END)
+        if status != 0 or end < 0:
+            return None
+        fields = pickle.loads(bytes(self.buffer[end + 1 :]))  # noqa: S301 - our own child
+        return [[PolicyIssue(*each) for each in issues] for issues in fields]
+
+
+def _shared(files: list[Path], documents: DocumentCache, progress: Progress) -> _PerFile:
+    """The issues of each of ``files``, every second file validated by a forked process."""
+    mine, theirs = files[0::2], files[1::2]
+    try:
+        second = _SecondProcess(theirs, documents)
+    except OSError:  # no fork here (resources): one process does it all
+        return _validate(files, documents, progress.advance)
+
+    def done() -> None:
+        progress.advance()
+        for _ in range(second.ticks()):
+            progress.advance()
+
+    found = _validate(mine, documents, done)
+    from_second = second.findings()
+    if from_second is None:  # it failed: do its part here (its ticks may be lost)
+        from_second = _validate(theirs, documents, lambda: None)
+    for _ in range(second.ticks()):
+        progress.advance()
+    merged: _PerFile = [[] for _ in files]
+    merged[0::2], merged[1::2] = found, from_second
+    return merged
+
+
 def validate_files(files: list[Path]) -> list[PolicyIssue]:
-    """Every issue of ``files``, one file at a time (with a progress counter on a terminal).
+    """Every issue of ``files`` (with a progress counter on a terminal).
 
     The same issues, in the same order, as `ctxpolicy.loading.validate_paths` on them:
     an issue found through two files (a shared parent) is reported once.
     """
-    found: list[PolicyIssue] = []
     documents = DocumentCache()  # a base extended by many team files is parsed once
     with Progress(len(files), label="validating") as progress:
-        for file in files:
-            found.extend(validate_paths(file, documents=documents))
-            progress.advance()
-    return sorted(dict.fromkeys(found), key=lambda i: (*i.sort_key, i.rule))
+        found = _validate(files[:1], documents, progress.advance)
+        rest = files[1:]
+        if _jobs(len(files)) > 1:
+            found += _shared(rest, documents, progress)
+        else:
+            found += _validate(rest, documents, progress.advance)
+    issues = [issue for per_file in found for issue in per_file]  # in the order of ``files``
+    return sorted(dict.fromkeys(issues), key=lambda i: (*i.sort_key, i.rule))
 
 
 def _no_files(paths: list[Path], *, fmt: str) -> int:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import copy
 import os
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -79,16 +79,57 @@ def merge_sourcemaps(
     """Source map of ``merged``: the child's location where the child set a path, else
     the parent's."""
     out: SourceMap = {}
+    from_child, from_parent = child.get, parent.get
     stack: list[tuple[JsonPath, Any]] = [((), merged)]
+    push, pop = stack.append, stack.pop
     while stack:
-        path, value = stack.pop()
-        where = child.get(path) or parent.get(path)
+        path, value = pop()
+        where = from_child(path) or from_parent(path)
+        if where is not None:
+            out[path] = where
+        kind = type(value)
+        if kind is dict or (kind is not list and isinstance(value, dict)):
+            for key, item in value.items():
+                push(((*path, key), item))
+        elif kind is list or isinstance(value, list):
+            for index, item in enumerate(value):
+                push(((*path, index), item))
+    return out
+
+
+#: No value at this path of the parent's data.
+_ABSENT: Any = object()
+
+
+def _over_parent(
+    merged: Any,
+    parent_data: Any,
+    parent: Mapping[JsonPath, Location],
+    child: Mapping[JsonPath, Location],
+) -> SourceMap:
+    """`merge_sourcemaps` of ``merged`` over one parent, in one walk.
+
+    The same map, in the same order, as ``merge_sourcemaps(merged, merge_sourcemaps(
+    parent_data, {}, parent), child)``: the parent's location of a path counts only where
+    ``parent_data`` has a value (the walk follows it alongside ``merged``).
+    """
+    out: SourceMap = {}
+    from_child, from_parent = child.get, parent.get
+    stack: list[tuple[JsonPath, Any, Any]] = [((), merged, parent_data)]
+    push, pop = stack.append, stack.pop
+    while stack:
+        path, value, under = pop()
+        where = from_child(path) or (None if under is _ABSENT else from_parent(path))
         if where is not None:
             out[path] = where
         if isinstance(value, dict):
-            stack.extend(((*path, k), v) for k, v in value.items())
+            below = under if isinstance(under, dict) else {}
+            for key, item in value.items():
+                push(((*path, key), item, below.get(key, _ABSENT)))
         elif isinstance(value, list):
-            stack.extend(((*path, i), v) for i, v in enumerate(value))
+            count = len(under) if isinstance(under, list) else 0
+            for index, item in enumerate(value):
+                push(((*path, index), item, under[index] if index < count else _ABSENT))
     return out
 
 
@@ -108,19 +149,52 @@ def _without_extends(parent: MergedDocument) -> tuple[dict[str, Any], SourceMap]
     return data, smap
 
 
+def copy_data(value: Any) -> Any:
+    """A deep copy of plain policy data (mappings, lists and immutable scalars).
+
+    What the readers produce holds nothing else, and no value twice (an alias is read as
+    a copy), so this equals `copy.deepcopy` on it, several times faster.
+    """
+    if type(value) is dict:
+        return {key: copy_data(item) for key, item in value.items()}
+    if type(value) is list:
+        return [copy_data(item) for item in value]
+    if isinstance(value, dict | list):  # a subclass: not from a reader, copied the slow way
+        return copy.deepcopy(value)
+    return value
+
+
 class DocumentCache:
     """The parsed policy documents of one run, so a base many team files extend is parsed once.
 
     Keyed by the path as the reference names it (normalized) with the file's size and
     modification time: a file changed during the run is parsed again, and every issue
     keeps the file name it would have had without the cache. Each read hands out a copy of
-    the data, so no caller can change what the next one sees.
+    the data, so no caller can change what the next one sees; `sharing` gives a view that
+    hands out the cached data itself, for a reader that never changes it.
+
+    Attributes:
+        checks: What validation worked out on this run's documents and files, for the
+            next file that shares them (see `ctxpolicy.validation.validate_data`).
     """
 
     def __init__(self) -> None:
         self._documents: dict[
             tuple[str, int, int], tuple[ParsedDocument | None, list[PolicyIssue]]
         ] = {}
+        self.checks: dict[Hashable, Any] = {}
+        self._copies = True
+
+    def sharing(self) -> DocumentCache:
+        """This cache, handing out its documents without copying them.
+
+        Their data is shared by every reader: only for one that never changes it (as
+        `ctxpolicy.loading.resolve_policy`, which validates the merged data and hands out
+        only the typed policy built from it).
+        """
+        view = DocumentCache.__new__(DocumentCache)
+        view._documents, view.checks, view._copies = self._documents, self.checks, False
+        return view
 
     def read(self, path: Path) -> tuple[ParsedDocument | None, list[PolicyIssue]]:
         """`read_document`, parsed at most once per file version."""
@@ -133,11 +207,9 @@ class DocumentCache:
         if found is None:
             found = self._documents[key] = read_document(path)
         document, issues = found
-        if document is None:
-            return None, list(issues)
-        copied = ParsedDocument(
-            document.file, copy.deepcopy(document.data), dict(document.sourcemap)
-        )
+        if document is None or not self._copies:
+            return document, list(issues)
+        copied = ParsedDocument(document.file, copy_data(document.data), dict(document.sourcemap))
         return copied, list(issues)
 
 
@@ -154,8 +226,7 @@ def _resolve(
     if document is None:
         return MergedDocument(path, None, issues=tuple(issues))
     all_issues = list(issues)
-    merged: dict[str, Any] = {}
-    merged_map: SourceMap = {}
+    parents: list[MergedDocument] = []
     chain: list[Path] = []
     for ref_path, ref in _parents(document.data):
         where = locate(document.sourcemap, ref_path, default=display_name(path))
@@ -170,20 +241,32 @@ def _resolve(
         )
         if parent is None:
             continue
-        data, smap = _without_extends(parent)
-        new = deep_merge(merged, data)
-        merged_map = merge_sourcemaps(new, merged_map, smap)
-        merged = new
+        parents.append(parent)
         chain.extend(c for c in parent.chain if c not in chain)
-    if not chain:
+    if not parents:
         return MergedDocument(path, document.data, document.sourcemap, (path,), tuple(all_issues))
-    final = deep_merge(merged, document.data)
-    final_map = merge_sourcemaps(final, merged_map, document.sourcemap)
+    if len(parents) == 1:  # the usual case: one walk instead of two
+        data = {k: v for k, v in (parents[0].data or {}).items() if k != "extends"}
+        final = deep_merge(data, document.data)
+        final_map = _over_parent(final, data, parents[0].sourcemap, document.sourcemap)
+    else:
+        merged: dict[str, Any] = {}
+        merged_map: SourceMap = {}
+        for parent in parents:
+            data, smap = _without_extends(parent)
+            new = deep_merge(merged, data)
+            merged_map = merge_sourcemaps(new, merged_map, smap)
+            merged = new
+        final = deep_merge(merged, document.data)
+        final_map = merge_sourcemaps(final, merged_map, document.sourcemap)
     return MergedDocument(path, final, final_map, (*chain, path), tuple(all_issues))
 
 
-def _target(child: Path, ref: str, stack: tuple[Path, ...]) -> tuple[Path | None, str, str]:
-    """Where ``ref`` points, or ``(None, rule, message)`` when it may not be followed."""
+def _target(
+    child: Path, ref: str, stack: tuple[Path, ...]
+) -> tuple[tuple[Path, Path] | None, str, str]:
+    """``((path, real path), "", "")`` of where ``ref`` points, or ``(None, rule, message)``
+    when it may not be followed."""
     if not ref or Path(ref).is_absolute() or ref.startswith(("/", "\\")):
         return None, "extends.absolute", f"extends {ref!r} must be a path relative to this file"
     if Path(ref).suffix.lower() not in POLICY_SUFFIXES:
@@ -199,7 +282,7 @@ def _target(child: Path, ref: str, stack: tuple[Path, ...]) -> tuple[Path | None
         return None, "extends.cycle", f"extends cycle: {names}"
     if len(stack) > MAX_EXTENDS_DEPTH:
         return None, "extends.depth", f"extends chain deeper than {MAX_EXTENDS_DEPTH} files"
-    return target, "", ""
+    return (target, real), "", ""
 
 
 def _parent(
@@ -212,11 +295,12 @@ def _parent(
     issues: list[PolicyIssue],
     documents: DocumentCache | None = None,
 ) -> MergedDocument | None:
-    target, rule, message = _target(child, ref, stack)
-    if target is None:
+    found, rule, message = _target(child, ref, stack)
+    if found is None:
         issues.append(issue_at(where, ref_path, message, rule))
         return None
-    parent = _resolve(target, (*stack, target.resolve()), documents)
+    target, real = found
+    parent = _resolve(target, (*stack, real), documents)
     issues.extend(parent.issues)
     if parent.data is None:
         message = f"extends {ref!r}: parent policy {display_name(target)} is invalid"
@@ -242,4 +326,11 @@ def resolve_extends(path: Path, *, documents: DocumentCache | None = None) -> Me
     return _resolve(path, (path.resolve(),), documents)
 
 
-__all__ = ["DocumentCache", "MergedDocument", "deep_merge", "merge_sourcemaps", "resolve_extends"]
+__all__ = [
+    "DocumentCache",
+    "MergedDocument",
+    "copy_data",
+    "deep_merge",
+    "merge_sourcemaps",
+    "resolve_extends",
+]

@@ -90,11 +90,18 @@ def _leaves(value: Any, path: JsonPath) -> Iterator[tuple[JsonPath, Any]]:
         yield path, value
 
 
-def _declaring_folder(where: Location | None) -> Path | None:
-    """The folder of the file that set a value (None for a variable or an argument)."""
+def _declaring_folder(where: Location | None, folders: dict[str, Path]) -> Path | None:
+    """The folder of the file that set a value (None for a variable or an argument).
+
+    ``folders`` remembers the folder of each file already seen (a policy's values come
+    from one file or a few).
+    """
     if where is None or where.file.startswith("<"):
         return None
-    return Path(where.file).parent.absolute()
+    folder = folders.get(where.file)
+    if folder is None:
+        folder = folders[where.file] = Path(where.file).parent.absolute()
+    return folder
 
 
 def _tool_paths(data: Mapping[str, Any]) -> dict[str, JsonPath]:
@@ -114,15 +121,16 @@ def _base_dirs(data: Mapping[str, Any], sourcemap: SourceMap) -> dict[str, Path]
     layer's collector, or ``layers.query.references``, by the layer's name.
     """
     dirs: dict[str, Path] = {}
+    folders: dict[str, Path] = {}
     for key, path in _tool_paths(data).items():
-        if (folder := _declaring_folder(sourcemap.get(path))) is not None:
+        if (folder := _declaring_folder(sourcemap.get(path), folders)) is not None:
             dirs[key] = folder
     layers = data.get("layers")
     for name in layers if isinstance(layers, dict) else ():
         where = sourcemap.get(("layers", name, "collector")) or sourcemap.get(
             ("layers", name, "references")
         )
-        if (folder := _declaring_folder(where)) is not None:
+        if (folder := _declaring_folder(where, folders)) is not None:
             dirs[name] = folder
     return dirs
 
@@ -144,7 +152,8 @@ def resolve_policy(
     """
     file = Path(path)
     name = display_name(file)
-    merged = resolve_extends(file, documents=documents)
+    # the merged data is only read (validated), never handed out: no copy of shared files
+    merged = resolve_extends(file, documents=None if documents is None else documents.sharing())
     issues = list(merged.issues)
     if merged.data is None:
         return LoadResult(file, None, sorted_issues(issues), {}, merged.chain)
@@ -156,7 +165,12 @@ def resolve_policy(
     )
     issues.extend(env_issues)
     policy, found = validate_data(
-        data, smap, file=name, source=file.absolute(), base_dirs=_base_dirs(data, smap)
+        data,
+        smap,
+        file=name,
+        source=file.absolute(),
+        base_dirs=_base_dirs(data, smap),
+        memo=None if documents is None else documents.checks,
     )
     issues.extend(found)
     if any(i.severity == "error" for i in issues):

@@ -13,7 +13,7 @@ reported problems does not reveal new ones. Validation never imports
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping, MutableMapping
 from pathlib import Path
 from typing import Any
 
@@ -32,10 +32,15 @@ FILE_RULE_SECTIONS = frozenset({"layers.*", "processes.*", "tools"})
 _POLICY_KEYS = frozenset(Policy.model_fields)
 
 
-def check_policy(policy: Policy) -> list[Finding]:
+#: What a run has worked out already (``DocumentCache.checks``): checks of shared values
+#: and files, for the next policy that shares them.
+Memo = MutableMapping[Hashable, Any]
+
+
+def check_policy(policy: Policy, *, memo: Memo | None = None) -> list[Finding]:
     """Every semantic finding for a typed policy (order, budget, persistence, processes,
     template and path rules)."""
-    return [*check_semantics(policy), *check_files(policy)]
+    return [*check_semantics(policy), *check_files(policy, memo=memo)]
 
 
 def _model_findings(exc: ValueError) -> list[Finding]:
@@ -67,6 +72,7 @@ def _rules_on_valid_parts(
     *,
     source: Path | None,
     base_dirs: Mapping[str, Path] | None,
+    memo: Memo | None = None,
 ) -> list[Finding]:
     """The semantic findings of the parts of ``data`` the schema ``errors`` leave intact."""
     broken = BrokenSections.of(errors)
@@ -83,7 +89,7 @@ def _rules_on_valid_parts(
         for finding in rule(policy)
     ]
     if broken.allows(FILE_RULE_SECTIONS, known=_POLICY_KEYS):
-        findings.extend(check_files(policy))
+        findings.extend(check_files(policy, memo=memo))
     return findings
 
 
@@ -92,23 +98,31 @@ def build_policy(
     *,
     source: Path | None = None,
     base_dirs: Mapping[str, Path] | None = None,
+    memo: Memo | None = None,
 ) -> tuple[Policy | None, list[Finding]]:
     """Both passes over plain data.
+
+    Args:
+        data: The policy data.
+        source: The policy file (relative paths in it resolve against its folder).
+        base_dirs: The folder each relative path resolves against (see `Policy`).
+        memo: What this run has worked out already (`Memo`); None works it all out.
+            Values in ``data`` are remembered by identity: ``data`` must not change.
 
     Returns:
         The typed policy (None when the structure is invalid) and every finding: the
         schema's, and the semantic rules' on every part the schema errors leave intact.
     """
-    findings = check_schema(data)
+    findings = check_schema(data, memo=memo)
     errors = [f for f in findings if f.severity == "error"]
     if errors:
-        partial = _rules_on_valid_parts(data, errors, source=source, base_dirs=base_dirs)
+        partial = _rules_on_valid_parts(data, errors, source=source, base_dirs=base_dirs, memo=memo)
         return None, [*findings, *partial]
     try:
         policy = _typed(data, source=source, base_dirs=base_dirs)
     except ValueError as exc:  # the schema and the models disagree: still report, never raise
         return None, [*findings, *_model_findings(exc)]
-    return policy, [*findings, *check_policy(policy)]
+    return policy, [*findings, *check_policy(policy, memo=memo)]
 
 
 def _order_locations(policy: Policy, sourcemap: Mapping[JsonPath, Location]) -> dict[str, str]:
@@ -128,9 +142,11 @@ def validate_data(
     file: str,
     source: Path | None = None,
     base_dirs: Mapping[str, Path] | None = None,
+    memo: Memo | None = None,
 ) -> tuple[Policy | None, list[PolicyIssue]]:
-    """Both passes, with every finding placed at its file, line and column."""
-    policy, findings = build_policy(data, source=source, base_dirs=base_dirs)
+    """Both passes, with every finding placed at its file, line and column (``memo``:
+    see `build_policy`)."""
+    policy, findings = build_policy(data, source=source, base_dirs=base_dirs, memo=memo)
     if policy is not None:
         policy._order_locations = _order_locations(policy, sourcemap)
     issues = [place_finding(f, sourcemap, default_file=file) for f in findings]
@@ -144,6 +160,7 @@ __all__ = [
     "RULES",
     "RULE_SECTIONS",
     "Finding",
+    "Memo",
     "build_policy",
     "check_policy",
     "check_schema",

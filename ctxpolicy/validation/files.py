@@ -1,18 +1,32 @@
 """Rules that look at files: ``template_file`` and ``files`` roots stay inside the policy's
-folder, and every template compiles in the same sandbox that renders it."""
+folder, and every template compiles in the same sandbox that renders it.
+
+The sandbox (`ctxpolicy.templates`, and jinja2 with it) is imported the first time a
+policy has a template to compile (`_templates`, the one import of this module made at
+run time, by name): most policies have none, and jinja2 costs ``ctxpolicy validate``
+~20 ms of start-up.
+"""
 
 from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Hashable, Iterator, MutableMapping
 from pathlib import Path
-
-from jinja2 import TemplateSyntaxError
+from types import ModuleType
+from typing import Any
 
 from ctxpolicy.diagnostics import MAX_FILE_BYTES, Finding, JsonPath, shown_path
 from ctxpolicy.policy import CollectorSpec, FilesCollectorSpec, LayerSpec, Policy
-from ctxpolicy.templates import compile_template
+
+Memo = MutableMapping[Hashable, Any]
+
+
+def _templates() -> ModuleType:
+    """The template sandbox (and jinja2), imported when a policy has a template."""
+    from ctxpolicy import templates  # declared lazy import (docs/design.md)
+
+    return templates
 
 
 def resolve_inside(base: Path, relative: str) -> tuple[Path | None, str | None, str]:
@@ -44,9 +58,10 @@ def resolve_inside(base: Path, relative: str) -> tuple[Path | None, str | None, 
 
 
 def _compile(source: str, path: JsonPath, *, file: str | None) -> Iterator[Finding]:
+    templates = _templates()
     try:
-        compile_template(source)
-    except TemplateSyntaxError as exc:
+        templates.compile_template(source)
+    except templates.TemplateSyntaxError as exc:
         line = exc.lineno or 1
         message = f"template syntax error: {exc.message}"
         if file is None:
@@ -82,6 +97,31 @@ def _template_file(base: Path, relative: str, path: JsonPath) -> Iterator[Findin
     yield from _compile(source, path, file=shown_path(target))
 
 
+def _signature(base: Path, relative: str) -> tuple[int, int, int, int] | None:
+    """What identifies the file ``relative`` names under ``base`` now (None: no file)."""
+    try:
+        info = Path(os.path.normpath(base / relative)).stat()
+    except (OSError, ValueError):
+        return None
+    return (info.st_dev, info.st_ino, info.st_mtime_ns, info.st_size)
+
+
+def _remembered_template_file(
+    base: Path, relative: str, path: JsonPath, memo: Memo | None
+) -> Iterator[Finding]:
+    """`_template_file`, worked out once per run for a file that has not changed since
+    (team files that extend one base all check its template files)."""
+    if memo is None:
+        yield from _template_file(base, relative, path)
+        return
+    key = ("template_file", base, relative, path)
+    signature = _signature(base, relative)
+    found = memo.get(key)
+    if found is None or signature is None or found[0] != signature:
+        found = memo[key] = (signature, tuple(_template_file(base, relative, path)))
+    yield from found[1]
+
+
 def _folder_root(base: Path, relative: str, where: JsonPath, *, what: str) -> Iterator[Finding]:
     """A root folder (``files`` root, references root, tools root) inside ``base``.
 
@@ -100,7 +140,7 @@ def _folder_root(base: Path, relative: str, where: JsonPath, *, what: str) -> It
 
 
 def _collector_files(
-    collector: CollectorSpec, base: Path | None, where: JsonPath
+    collector: CollectorSpec, base: Path | None, where: JsonPath, memo: Memo | None = None
 ) -> Iterator[Finding]:
     """A collector's inline template, ``template_file`` and ``files`` root and selection."""
     template = getattr(collector, "template", None)
@@ -110,13 +150,15 @@ def _collector_files(
         return  # built in code: no folder to resolve against
     template_file = getattr(collector, "template_file", None)
     if isinstance(template_file, str):
-        yield from _template_file(base, template_file, (*where, "template_file"))
+        yield from _remembered_template_file(base, template_file, (*where, "template_file"), memo)
     if isinstance(collector, FilesCollectorSpec):
         yield from _folder_root(base, collector.root, (*where, "root"), what="files")
         yield from _select_escapes(collector.select, (*where, "select"))
 
 
-def _layer_files(policy: Policy, name: str, spec: LayerSpec) -> Iterator[Finding]:
+def _layer_files(
+    policy: Policy, name: str, spec: LayerSpec, memo: Memo | None = None
+) -> Iterator[Finding]:
     """The file rules of one layer: its references root and its collector's files."""
     base = policy.layer_base_dir(name)
     base = base.absolute() if base is not None else None
@@ -124,18 +166,23 @@ def _layer_files(policy: Policy, name: str, spec: LayerSpec) -> Iterator[Finding
         where: JsonPath = ("layers", name, "references", "root")
         yield from _folder_root(base, spec.references.root, where, what="references")
     if spec.collector is not None:
-        yield from _collector_files(spec.collector, base, ("layers", name, "collector"))
+        yield from _collector_files(spec.collector, base, ("layers", name, "collector"), memo)
 
 
-def check_files(policy: Policy) -> list[Finding]:
+def check_files(policy: Policy, *, memo: Memo | None = None) -> list[Finding]:
     """Template and ``files`` root rules for every layer with a collector.
 
     Layers of a policy built in code (no source file) have no folder to resolve
     against: only their inline templates are checked.
+
+    Args:
+        policy: The policy.
+        memo: Where a run remembers the findings of each template file (worked out again
+            when the file changes); None checks every file again.
     """
     findings: list[Finding] = list(_check_tool_roots(policy))
     for name, spec in policy.layers.items():
-        findings.extend(_layer_files(policy, name, spec))
+        findings.extend(_layer_files(policy, name, spec, memo))
     return findings
 
 

@@ -1,19 +1,34 @@
-"""Pass 1: JSON Schema validation, every error, each at its most precise path."""
+"""Pass 1: JSON Schema validation, every error, each at its most precise path.
+
+A document is first checked by the schema compiled into closures
+(`ctxpolicy.validation.schema_fast`); only one it rejects is validated by ``jsonschema``,
+which explains each error. ``jsonschema`` (and its validator) is loaded then, the first
+time a document is invalid: it costs ``ctxpolicy validate`` ~40 ms of start-up, which a
+run over valid files never pays. (The one import of this module made at run time, by
+name: `_jsonschema`.)
+"""
 
 from __future__ import annotations
 
 import difflib
 import re
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Hashable, Iterable, Iterator, MutableMapping
 from functools import lru_cache
-from typing import Any
-
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import ValidationError
+from typing import TYPE_CHECKING, Any
 
 from ctxpolicy.diagnostics import Finding, JsonPath
 from ctxpolicy.layers import DEFAULT_ORDER
 from ctxpolicy.schema import load_schema
+from ctxpolicy.validation.schema_fast import (
+    Check,
+    UnsupportedSchemaError,
+    compile_schema,
+    compile_sections,
+)
+
+if TYPE_CHECKING:
+    from jsonschema import Draft202012Validator
+    from jsonschema.exceptions import ValidationError
 
 _RANGE = frozenset({"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"})
 _LENGTH = frozenset({"minLength", "maxLength", "minItems", "maxItems"})
@@ -31,7 +46,68 @@ def _validator() -> Draft202012Validator:
     # The schema is a file shipped in the package, meta-validated by the test suite
     # (tests/validation/test_schema_parity.py); doing it again on every run would cost
     # ``ctxpolicy validate`` ~60 ms of start-up.
-    return Draft202012Validator(load_schema())
+    validator: Draft202012Validator = _jsonschema().Draft202012Validator(load_schema())
+    return validator
+
+
+def _jsonschema() -> Any:
+    """The ``jsonschema`` package, imported the first time a document is invalid."""
+    import jsonschema  # declared lazy import (docs/design.md)
+
+    return jsonschema
+
+
+@lru_cache(maxsize=1)
+def _fast_check() -> Check | None:
+    """The shipped schema as one compiled yes/no check (None: it cannot be compiled)."""
+    try:
+        return compile_schema(load_schema())
+    except UnsupportedSchemaError:
+        return None
+
+
+@lru_cache(maxsize=1)
+def _fast_sections() -> tuple[frozenset[str], dict[str, Check]] | None:
+    """The compiled check split by top-level key (None: it cannot be split)."""
+    try:
+        return compile_sections(load_schema())
+    except UnsupportedSchemaError:
+        return None
+
+
+def _valid_sections(
+    data: dict[str, Any],
+    sections: tuple[frozenset[str], dict[str, Check]],
+    memo: MutableMapping[Hashable, Any],
+) -> bool:
+    """The compiled check, section by section; the verdict on a mapping or list is
+    remembered by identity (a base's sections are the same objects in every team file)."""
+    required, checks = sections
+    if not required <= data.keys():
+        return False
+    for key, value in data.items():
+        check = checks.get(key)
+        if check is None:
+            return False  # a key the schema does not know
+        if type(value) is dict or type(value) is list:
+            found = memo.get(("schema", key, id(value)))
+            if found is None or found[0] is not value:
+                found = memo[("schema", key, id(value))] = (value, check(value))
+            valid = found[1]
+        else:
+            valid = check(value)
+        if not valid:
+            return False
+    return True
+
+
+def _valid(data: Any, memo: MutableMapping[Hashable, Any] | None) -> bool:
+    """Whether the compiled schema accepts ``data`` (False: jsonschema must say why)."""
+    sections = _fast_sections() if memo is not None and isinstance(data, dict) else None
+    if sections is not None and memo is not None:
+        return _valid_sections(data, sections, memo)
+    fast = _fast_check()
+    return fast is not None and fast(data)
 
 
 def did_you_mean(word: str, candidates: Iterable[str]) -> str:
@@ -148,7 +224,7 @@ def _plain(error: ValidationError, path: JsonPath) -> Finding:
     return Finding(path, error.message, f"schema.{kind}")
 
 
-_Explain = Callable[[ValidationError, JsonPath], Iterator[Finding]]
+_Explain = Callable[["ValidationError", JsonPath], Iterator[Finding]]
 
 #: How each kind of jsonschema error is explained (others: `_plain`).
 _EXPLAIN: dict[str, _Explain] = {
@@ -177,8 +253,16 @@ def explain_error(error: ValidationError) -> Iterator[Finding]:
         yield from explain(error, path)
 
 
-def check_schema(data: Any) -> list[Finding]:
-    """Validate plain policy data against the JSON Schema; every error, none hidden."""
+def check_schema(data: Any, *, memo: MutableMapping[Hashable, Any] | None = None) -> list[Finding]:
+    """Validate plain policy data against the JSON Schema; every error, none hidden.
+
+    Args:
+        data: The policy data.
+        memo: Where a run remembers the verdict on each mapping and list of its documents
+            (by identity: they must not change while it runs); None checks all again.
+    """
+    if _valid(data, memo):
+        return []  # jsonschema finds nothing in a document the compiled schema accepts
     findings: list[Finding] = []
     seen: set[tuple[JsonPath, str, str]] = set()
     for error in _validator().iter_errors(data):

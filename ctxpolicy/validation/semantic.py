@@ -13,7 +13,8 @@ document with schema errors still gets every rule whose sections are structurall
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Hashable, Iterator, Mapping
+from typing import Any
 
 from ctxpolicy.diagnostics import Finding
 from ctxpolicy.layers import (
@@ -25,7 +26,13 @@ from ctxpolicy.layers import (
     is_block_layer,
 )
 from ctxpolicy.plan import cache_order_warnings, plan_layers
-from ctxpolicy.policy import Policy, StateCollectorSpec
+from ctxpolicy.policy import (
+    BudgetSpec,
+    CollectorSpec,
+    Policy,
+    ProcessRule,
+    StateCollectorSpec,
+)
 from ctxpolicy.validation.sections import WHOLE_POLICY
 
 #: Largest sum of ratios (a little slack for decimal fractions such as 0.1 + 0.2).
@@ -221,6 +228,80 @@ def check_processes(policy: Policy) -> Iterator[Finding]:
         )
 
 
+def _distinct_processes(policy: Policy) -> list[str]:
+    """The first of each group of processes with equal rules (in declaration order).
+
+    Which layers a plan includes depends on the process's rule, not its name (the name
+    is only in the reasons), so processes with equal rules plan the same layers and get
+    the same cache warnings: planning one of them is enough.
+    """
+    kept: list[str] = []
+    rules: list[tuple[int, ProcessRule]] = []
+    for process, rule in policy.processes.items():
+        code = hash(rule)
+        if not any(code == seen and rule == other for seen, other in rules):
+            kept.append(process)
+            rules.append((code, rule))
+    return kept
+
+
+_Described = tuple[tuple[str, str, CollectorSpec | None], ...]
+
+#: `_plans` of recent policies, by everything planning reads (team files that extend one
+#: base plan the same layers: only the first pays for planning).
+_PLANS: dict[Hashable, tuple[_Described, ...]] = {}
+_PLANS_MAX = 64
+
+
+def _frozen(value: Any) -> Any:
+    return tuple(value.items()) if isinstance(value, Mapping) else value
+
+
+def _plans_key(policy: Policy) -> Hashable | None:
+    """What `plan_layers` reads of ``policy``, hashable (None when it is not).
+
+    Everything but the policy's name, which only the texts carry (the warnings are
+    written afresh for each policy from the planned layers), and the model, whose window
+    sizes the caps but never decides which layers a plan gets (only a negative number of
+    available tokens would make planning fail).
+    """
+    budget = tuple(_frozen(getattr(policy.budget, field)) for field in BudgetSpec.model_fields)
+    key = (
+        policy.order,
+        policy.enable_share_context,
+        policy.available_tokens >= 0,
+        budget,
+        tuple(policy.layers.items()),
+        tuple(policy.processes.items()),
+    )
+    try:
+        hash(key)
+    except TypeError:  # a setting that holds a mapping (none does today)
+        return None
+    return key
+
+
+def _plans(policy: Policy) -> tuple[_Described, ...]:
+    """``(name, kind, collector)`` of the layers each distinct process gets (processes
+    for which no plan can be made are left out: other rules report why)."""
+    key = _plans_key(policy)
+    found = _PLANS.get(key) if key is not None else None
+    if found is not None:
+        return found
+    plans: list[_Described] = []
+    for process in _distinct_processes(policy):
+        try:
+            plan = plan_layers(policy, process)
+        except Exception:  # noqa: BLE001, S112 - other rules report what makes a plan impossible
+            continue
+        plans.append(tuple((layer.name, layer.kind, layer.collector) for layer in plan.layers))
+    if key is not None:
+        if len(_PLANS) >= _PLANS_MAX:
+            _PLANS.clear()
+        _PLANS[key] = tuple(plans)
+    return tuple(plans)
+
+
 def check_cache_order(policy: Policy) -> Iterator[Finding]:
     """A per-query layer ordered before stable ones (the engine's prompt-cache warning).
 
@@ -229,12 +310,7 @@ def check_cache_order(policy: Policy) -> Iterator[Finding]:
     """
     index = {name: i for i, name in reversed(list(enumerate(policy.order)))}
     seen: set[str] = set()
-    for process in policy.processes:
-        try:
-            plan = plan_layers(policy, process)
-        except Exception:  # noqa: BLE001, S112 - other rules report what makes a plan impossible
-            continue
-        described = [(layer.name, layer.kind, layer.collector) for layer in plan.layers]
+    for described in _plans(policy):
         for name, text in cache_order_warnings(policy, described):
             if text not in seen and name in index:
                 seen.add(text)
