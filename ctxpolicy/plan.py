@@ -322,7 +322,7 @@ def plan_layers(policy: Policy, process: str) -> LayerPlan:
     ratios = policy.budget.ratios
     caps = base_caps([(name, ratios.get(name)) for name, _ in chosen], available=available)
     planned = tuple(
-        _planned_layer(policy, name, reason, caps.get(name, 0)) for name, reason in chosen
+        _planned_layer(policy, name, reason, caps[name]) for name, reason in chosen
     )
     return LayerPlan(
         process=process,
