@@ -134,7 +134,7 @@ class PatchBuffer:
         checked = _check_history_messages(delta, argument="delta")
         current = self.messages()
         anchor = current[-1].id if current else None
-        if current and anchor is None:
+        if current and not anchor:
             # A history without ids (built outside LangGraph's reducer): chain ids through
             # it, so the anchor depends on every earlier message and their positions.
             anchor = with_stable_ids(current, anchor=None)[-1].id
