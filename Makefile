@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint bench bench-quality clean system-deps docs-preview clients architecture
+.PHONY: demo test lint bench bench-quality clean system-deps docs-preview clients architecture mutation
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -51,6 +51,15 @@ bench: $(STAMP)
 bench-quality: $(STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[bench]'
 	$(BIN)/python benchmarks/quality.py
+
+# Mutation testing of the core (mutmut 3; not part of `make test`; docs/mutation.md):
+# a kill-rate table per area, exit 1 below 90 %. `make mutation AREA=budget` runs one
+# area; SURVIVORS=DIR writes each survivor's diff to DIR/<area>.txt.
+mutation: $(STAMP) system-deps
+	$(BIN)/python -m pip install --quiet -e '.[mutation]'
+	CTXPOLICY_REQUIRE_POSTGRES=1 CTXPOLICY_REQUIRE_EMBEDDINGS=1 CTXPOLICY_REQUIRE_AGENTS=1 \
+		$(BIN)/python tools/mutation.py $(if $(AREA),--area $(AREA)) \
+		$(if $(SURVIVORS),--survivors $(SURVIVORS))
 
 # Structure figures (lines, complexity, imports inside functions, hops per compose):
 # tools/architecture.py; tests/test_architecture.py holds the rules they must keep.
