@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from ctxpolicy.budget import history_room, redistribute_caps, wide_recall_cap
+from ctxpolicy.budget import base_caps, history_room, redistribute_caps, wide_recall_cap
 from ctxpolicy.plan import plan_layers
 from ctxpolicy.policy import Policy
 from ctxpolicy.report import LayerReport
@@ -89,3 +89,37 @@ def test_wide_recall_cap_gives_a_lone_recall_layer_what_the_others_do_not_use():
 def test_redistribute_names_every_layer_without_a_demand():
     with pytest.raises(ValueError, match=r"^demands: no demand for layer\(s\) b, c$"):
         redistribute_caps({"a": 1, "b": 1, "c": 1}, {"a": 1}, order=["a", "b", "c"], available=3)
+
+
+def test_layer_demands_hold_the_whole_cap_for_reserved_layers_only():
+    from ctxpolicy.budget import layer_demands
+
+    plan = _plan()
+    texts = {"system_prompt": 30, "notes__context": 50}
+    assert layer_demands(plan, texts) == {
+        "system_prompt": 30,
+        "notes__context": 50,
+        "checkpoint_messages": 0,  # set by the composer
+        "query": 0,  # no value this call
+    }
+    reserved = layer_demands(plan, texts, reserved={"notes__context", "query"})
+    assert reserved == {
+        "system_prompt": 30,
+        "notes__context": 200,  # its cap, more than its text
+        "checkpoint_messages": 0,
+        "query": 100,
+    }
+    more = layer_demands(plan, {"notes__context": 250}, reserved={"notes__context"})
+    assert more["notes__context"] == 250  # a text above the cap keeps its demand
+
+
+def test_shared_caps_are_whole_tokens_rounded_down():
+    caps = base_caps([("a", 0.5), ("b", None), ("c", None)], available=603)
+    # unassigned floor(603 * 0.5) = 301, split in two: 150 each (not 150.5)
+    assert caps == {"a": 301, "b": 150, "c": 150}
+    assert all(type(cap) is int for cap in caps.values())
+
+
+def test_a_last_single_token_of_room_is_still_given():
+    caps = redistribute_caps({"a": 5, "b": 4}, {"a": 5, "b": 5}, order=["a", "b"], available=10)
+    assert caps == {"a": 5, "b": 5}  # the pool of 1 goes to b
