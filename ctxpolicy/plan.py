@@ -321,9 +321,7 @@ def plan_layers(policy: Policy, process: str) -> LayerPlan:
     available = policy.available_tokens
     ratios = policy.budget.ratios
     caps = base_caps([(name, ratios.get(name)) for name, _ in chosen], available=available)
-    planned = tuple(
-        _planned_layer(policy, name, reason, caps[name]) for name, reason in chosen
-    )
+    planned = tuple(_planned_layer(policy, name, reason, caps[name]) for name, reason in chosen)
     return LayerPlan(
         process=process,
         query_path=rule.query,
