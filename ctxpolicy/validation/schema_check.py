@@ -154,10 +154,11 @@ def _matching_branches(error: ValidationError) -> list[ValidationError]:
 def _one_of(error: ValidationError, path: JsonPath) -> Iterator[Finding]:
     instance = error.instance
     branches = error.schema.get("oneOf", []) if isinstance(error.schema, dict) else []
-    if isinstance(instance, dict) and len(branches) > 2:
+    if len(branches) > 2:
         # a discriminated union (collectors): explain the branch whose `type` matches; an
-        # unknown or missing `type` is already reported by its `enum`/`required` error
-        if "type" in instance:
+        # unknown or missing `type` is already reported by its `enum`/`required` error, and
+        # a value that is no mapping by its `type` error
+        if isinstance(instance, dict) and "type" in instance:
             for sub in _matching_branches(error):
                 yield from explain_error(sub)
         return
