@@ -235,9 +235,9 @@ def test_contains_uses_identity_then_equality() -> None:
 # ----------------------------------------------------------------------------- text layers
 
 
-def test_block_drop_cut_is_exact() -> None:
-    plan = plan_of(layers={"todo__context": {"overflow": "drop"}})
-    cap = plan.caps["todo__context"]
+def _long_block(overflow: str) -> tuple[Any, int, int]:
+    """The report of a ``todo__context`` block holding LONG, its cap and its demand."""
+    plan = plan_of(layers={"todo__context": {"overflow": overflow}})
     comp = compose_layers(
         plan,
         system_prompt="s",
@@ -245,22 +245,17 @@ def test_block_drop_cut_is_exact() -> None:
         contexts={"todo__context": LONG},
     )
     demand = TOK.count_message(SystemMessage(LONG))
-    layer = comp.report.layer("todo__context")
+    return comp.report.layer("todo__context"), plan.caps["todo__context"], demand
+
+
+def test_block_drop_cut_is_exact() -> None:
+    layer, cap, demand = _long_block("drop")
     assert list(layer.cuts) == [LayerCut("dropped", demand, 0, cap, "drop")]
     assert layer.tokens == 0 and layer.messages == 0
 
 
 def test_block_truncate_and_marker_cuts_are_exact() -> None:
-    plan = plan_of(layers={"todo__context": {"overflow": "truncate_tail"}})
-    cap = plan.caps["todo__context"]
-    comp = compose_layers(
-        plan,
-        system_prompt="s",
-        checkpoint_messages=[HumanMessage("hi")],
-        contexts={"todo__context": LONG},
-    )
-    demand = TOK.count_message(SystemMessage(LONG))
-    layer = comp.report.layer("todo__context")
+    layer, cap, demand = _long_block("truncate_tail")
     assert list(layer.cuts) == [
         LayerCut("truncated", demand - layer.tokens, 0, cap, "truncate_tail")
     ]

@@ -434,20 +434,26 @@ def _rule_findings(rule: Any, data: dict[str, Any]) -> list[tuple[Any, ...]]:
     return [(f.path, f.message, f.rule, f.severity) for f in rule(policy)]
 
 
+#: A volatile memory layer after a stable template layer, both before the history.
+_TWO_BLOCKS: dict[str, Any] = {
+    "order": [
+        "system_prompt",
+        "other__context",
+        "recent__context",
+        "checkpoint_messages",
+        "query",
+    ],
+    "layers": {
+        "recent__context": {"collector": {"type": "memory", "tier": "l1"}},
+        "other__context": {"collector": {"type": "template", "template": "hi"}},
+    },
+}
+
+
 def test_cache_warning_shared_by_two_distinct_plans_is_reported_once() -> None:
     policy = _policy(
         name="mem",
-        order=[
-            "system_prompt",
-            "other__context",
-            "recent__context",
-            "checkpoint_messages",
-            "query",
-        ],
-        layers={
-            "recent__context": {"collector": {"type": "memory", "tier": "l1"}},
-            "other__context": {"collector": {"type": "template", "template": "hi"}},
-        },
+        **_TWO_BLOCKS,
         processes={"a": {}, "b": {"exclude": ["other__context"]}},
         default_process="a",
     )
@@ -669,17 +675,7 @@ def test_cache_warning_of_a_later_process_when_an_earlier_one_cannot_be_planned(
     # process a gets both layers, whose ratios sum above 1 (no plan); b drops one
     policy = _policy(
         name="mem",
-        order=[
-            "system_prompt",
-            "other__context",
-            "recent__context",
-            "checkpoint_messages",
-            "query",
-        ],
-        layers={
-            "recent__context": {"collector": {"type": "memory", "tier": "l1"}},
-            "other__context": {"collector": {"type": "template", "template": "hi"}},
-        },
+        **_TWO_BLOCKS,
         budget={"ratios": {"other__context": 0.6, "recent__context": 0.6}},
         processes={"a": {}, "b": {"exclude": ["other__context"]}},
         default_process="a",
