@@ -30,9 +30,9 @@ import json
 import re
 import threading
 from collections import deque
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast, get_args
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from langchain_core.documents import Document
 
@@ -234,20 +234,6 @@ def _subject_name(text: str) -> str:
     return " ".join(sorted(set(re.findall(r"\w+", text.lower()))))
 
 
-_F = TypeVar("_F", bound=Callable[..., Any])
-
-
-def _locked(method: _F) -> _F:
-    """Run ``method`` under the memory's re-entrant lock (safe across threads)."""
-
-    @functools.wraps(method)
-    def wrapper(self: TieredMemory, *args: Any, **kwargs: Any) -> Any:
-        with self._lock:
-            return method(self, *args, **kwargs)
-
-    return cast("_F", wrapper)
-
-
 class TieredMemory:
     """Tiered memory (L1 recent, L2 important, L3 summaries, L4 searchable).
 
@@ -370,23 +356,22 @@ class TieredMemory:
         """Number of items ever added."""
         return self._seq
 
-    @_locked
     def stats(self) -> dict[str, int]:
         """Item counts per tier: ``l4`` counts the items that left L1 (summarized and
         searchable beyond L1), ``indexed`` every item in the index, ``pending`` the
         promotions not run yet."""
-        return {
-            "l1": len(self._l1),
-            "l2": len(self._l2),
-            "l3": len(self._l3),
-            "l4": self._l4_count,
-            "indexed": len(self._archive),
-            "pending": len(self._pending) + len(self._unoffered),
-        }
+        with self._lock:
+            return {
+                "l1": len(self._l1),
+                "l2": len(self._l2),
+                "l3": len(self._l3),
+                "l4": self._l4_count,
+                "indexed": len(self._archive),
+                "pending": len(self._pending) + len(self._unoffered),
+            }
 
     # ------------------------------------------------------------------ writing
 
-    @_locked
     def add(
         self,
         content: str,
@@ -420,39 +405,40 @@ class TieredMemory:
         Raises:
             ValueError: an argument is invalid (the message names it).
         """
-        _check_add_arguments(content, tags=tags, metadata=metadata, item_id=item_id, tier=tier)
-        checked_kind = check_kind(kind)
-        if importance is None:
-            score = score_importance(
+        with self._lock:
+            _check_add_arguments(content, tags=tags, metadata=metadata, item_id=item_id, tier=tier)
+            checked_kind = check_kind(kind)
+            if importance is None:
+                score = score_importance(
+                    kind=checked_kind,
+                    metadata=metadata,
+                    content=analysis_text(content, metadata),
+                )
+            else:
+                score = check_importance(importance)
+            item = MemoryItem(
+                id=item_id or new_item_id(),
+                content=content,
+                importance=score,
+                seq=self._seq,
                 kind=checked_kind,
-                metadata=metadata,
-                content=analysis_text(content, metadata),
+                tags=tuple(tags),
+                metadata=dict(metadata or {}),
             )
-        else:
-            score = check_importance(importance)
-        item = MemoryItem(
-            id=item_id or new_item_id(),
-            content=content,
-            importance=score,
-            seq=self._seq,
-            kind=checked_kind,
-            tags=tuple(tags),
-            metadata=dict(metadata or {}),
-        )
-        self._index_items([item])
-        self._seq += 1
-        self._archive[item.seq] = item
-        self._latest[item.id] = item.seq
-        if tier == "l2":
-            self._put_l2(item)
+            self._index_items([item])
+            self._seq += 1
+            self._archive[item.seq] = item
+            self._latest[item.id] = item.seq
+            if tier == "l2":
+                self._put_l2(item)
+                return item
+            self._l1.append(item)
+            self._unoffered.append(item)
+            if len(self._l1) > self._l1_size:
+                self._pending.append(self._l1.popleft())
+            if self._auto_promote:
+                self.promote()
             return item
-        self._l1.append(item)
-        self._unoffered.append(item)
-        if len(self._l1) > self._l1_size:
-            self._pending.append(self._l1.popleft())
-        if self._auto_promote:
-            self.promote()
-        return item
 
     def _put_l2(self, item: MemoryItem) -> None:
         """Put ``item`` into L2 directly (a newer copy of its id replaces the older one; a
@@ -464,7 +450,6 @@ class TieredMemory:
         keys = item_subjects(item) if self._l2_policy == "refresh" else frozenset()
         self._l2_insert(item, keys)
 
-    @_locked
     def add_message(
         self, message: BaseMessage, *, importance: float | None = None
     ) -> MemoryItem | None:
@@ -478,41 +463,44 @@ class TieredMemory:
         Returns:
             The stored item, or None when the message has no text and no tool calls.
         """
-        content, kind, metadata = describe_message(message)
-        key = message_key(message)
-        known = self._latest.get(key)
-        if known is not None:
-            return self._archive[known]
-        if not content.strip():
-            return None
-        return self.add(content, importance=importance, kind=kind, metadata=metadata, item_id=key)
+        with self._lock:
+            content, kind, metadata = describe_message(message)
+            key = message_key(message)
+            known = self._latest.get(key)
+            if known is not None:
+                return self._archive[known]
+            if not content.strip():
+                return None
+            return self.add(
+                content, importance=importance, kind=kind, metadata=metadata, item_id=key
+            )
 
-    @_locked
     def record(self, messages: Iterable[BaseMessage]) -> list[MemoryItem]:
         """Add each message not recorded yet (see `add_message`), in order.
 
         Returns:
             The items this call added (messages already known or without text are left out).
         """
-        batch = list(messages)
-        records = task_records(batch, known_calls=self._recent_calls())
-        parent: str | None = None
-        added: list[MemoryItem] = []
-        for message in batch:
-            key = message_key(message)
-            if message.type == "human":
-                parent = key
-            if key in self._latest:
-                continue
-            calls = getattr(message, "tool_calls", None)
-            task = records.get(key)
-            if task is None and not calls:
-                item = self.add_message(message)
-            else:  # a tool step (task record) or the AI message that asked for it
-                item = self._add_step(message, key=key, task=task, calls=calls, parent=parent)
-            if item is not None:
-                added.append(item)
-        return added
+        with self._lock:
+            batch = list(messages)
+            records = task_records(batch, known_calls=self._recent_calls())
+            parent: str | None = None
+            added: list[MemoryItem] = []
+            for message in batch:
+                key = message_key(message)
+                if message.type == "human":
+                    parent = key
+                if key in self._latest:
+                    continue
+                calls = getattr(message, "tool_calls", None)
+                task = records.get(key)
+                if task is None and not calls:
+                    item = self.add_message(message)
+                else:  # a tool step (task record) or the AI message that asked for it
+                    item = self._add_step(message, key=key, task=task, calls=calls, parent=parent)
+                if item is not None:
+                    added.append(item)
+            return added
 
     def _add_step(
         self,
@@ -544,7 +532,6 @@ class TieredMemory:
                     calls[str(call["id"])] = dict(call)
         return calls
 
-    @_locked
     def tasks(self, limit: int | None = None) -> list[Any]:
         """The task records (`ctxpolicy.memory.tasks.TaskRecord`) of the newest items that
         carry one, oldest first (at most ``limit``; all ever added when None).
@@ -552,19 +539,20 @@ class TieredMemory:
         Raises:
             ValueError: ``limit`` is not an integer >= 1.
         """
-        count = None if limit is None else _check_limit(limit)
-        found = []
-        for seq in sorted(self._archive, reverse=True):
-            item = self._archive[seq]
-            if self._latest.get(item.id) != seq:
-                continue
-            task = task_of(item)
-            if task is not None:
-                found.append(task)
-                if count is not None and len(found) >= count:
-                    break
-        found.reverse()
-        return found
+        with self._lock:
+            count = None if limit is None else _check_limit(limit)
+            found = []
+            for seq in sorted(self._archive, reverse=True):
+                item = self._archive[seq]
+                if self._latest.get(item.id) != seq:
+                    continue
+                task = task_of(item)
+                if task is not None:
+                    found.append(task)
+                    if count is not None and len(found) >= count:
+                        break
+            found.reverse()
+            return found
 
     def close(self) -> None:
         """Close the search index if this memory created it (a given ``index`` stays open)."""
@@ -577,14 +565,13 @@ class TieredMemory:
         with self._lock:
             return item_id in self._latest
 
-    @_locked
     def original(self, item_id: str) -> MemoryItem | None:
         """The newest stored version of an item with its full text (an L3 summary or a
         search hit points at it by id), or None for an unknown id."""
-        seq = self._latest.get(item_id)
-        return None if seq is None else self._archive.get(seq)
+        with self._lock:
+            seq = self._latest.get(item_id)
+            return None if seq is None else self._archive.get(seq)
 
-    @_locked
     def promote(self) -> int:
         """Run the L1→L2→L3 promotions that are due.
 
@@ -595,19 +582,20 @@ class TieredMemory:
         Returns:
             How many promotions happened (L2 entries plus summaries).
         """
-        moved = 0
-        while self._unoffered:
-            moved += self._offer_l2(self._unoffered.popleft())
-        done: list[tuple[MemoryItem, MemoryItem]] = []
-        while self._pending:
-            item = self._pending.popleft()
-            summary = self._summary_of(item)
-            self._l3.append(summary)
-            done.append((item, summary))
-        if done:
-            self._archive_out(done)
-            moved += len(done)
-        return moved
+        with self._lock:
+            moved = 0
+            while self._unoffered:
+                moved += self._offer_l2(self._unoffered.popleft())
+            done: list[tuple[MemoryItem, MemoryItem]] = []
+            while self._pending:
+                item = self._pending.popleft()
+                summary = self._summary_of(item)
+                self._l3.append(summary)
+                done.append((item, summary))
+            if done:
+                self._archive_out(done)
+                moved += len(done)
+            return moved
 
     def _summary_of(self, item: MemoryItem) -> MemoryItem:
         """The L3 summary of ``item``; a task record's keeps the action, a parameter
@@ -734,38 +722,38 @@ class TieredMemory:
 
     # ------------------------------------------------------------------ reading
 
-    @_locked
     def get_l1(self, limit: int | None = None) -> list[MemoryItem]:
         """The ``limit`` most recent L1 items (all when None), oldest first.
 
         Raises:
             ValueError: ``limit`` is not an integer >= 1.
         """
-        if limit is None:
-            return list(self._l1)
-        count = _check_limit(limit)
-        recent = list(itertools.islice(reversed(self._l1), count))
-        recent.reverse()
-        return recent
+        with self._lock:
+            if limit is None:
+                return list(self._l1)
+            count = _check_limit(limit)
+            recent = list(itertools.islice(reversed(self._l1), count))
+            recent.reverse()
+            return recent
 
-    @_locked
     def get_l2(self) -> list[MemoryItem]:
         """The L2 working set, most important first (newer first among equals)."""
-        return sorted(self._l2.values(), key=lambda i: (-i.importance, -i.seq))
+        with self._lock:
+            return sorted(self._l2.values(), key=lambda i: (-i.importance, -i.seq))
 
-    @_locked
     def get_l3(self, limit: int | None = None) -> list[MemoryItem]:
         """The ``limit`` most recent L3 summaries (all when None), oldest first.
 
         Raises:
             ValueError: ``limit`` is not an integer >= 1.
         """
-        if limit is None:
-            return list(self._l3)
-        count = _check_limit(limit)
-        recent = list(itertools.islice(reversed(self._l3), count))
-        recent.reverse()
-        return recent
+        with self._lock:
+            if limit is None:
+                return list(self._l3)
+            count = _check_limit(limit)
+            recent = list(itertools.islice(reversed(self._l3), count))
+            recent.reverse()
+            return recent
 
     def _tier_of(self, item: MemoryItem, l1: set[int], l3: set[int]) -> str:
         if item.seq in l1:
@@ -775,7 +763,6 @@ class TieredMemory:
             return "l2"
         return "l3" if item.seq in l3 else "l4"
 
-    @_locked
     def search(
         self, query: str, limit: int = 5, *, tiers: Collection[str] | None = None
     ) -> list[MemoryHit]:
@@ -804,20 +791,21 @@ class TieredMemory:
             TypeError: ``query`` is not a string.
             ValueError: ``limit`` is not an integer >= 1, or an unknown tier.
         """
-        if not isinstance(query, str):
-            raise TypeError(f"query must be a string, got {query!r}")
-        count = _check_limit(limit)
-        wanted = _check_hit_tiers(tiers)
-        if not query.strip():
-            return []
-        terms = query_terms(query)
-        pool = max(count * 3 // 2, _POOL) + (len(self._l1) if wanted is not None else 0)
-        lexical = self._index.search(self._thread, terms, limit=pool) if terms else []
-        hits = self._lexical_hits(lexical, terms)
-        if self._vectors is not None:
-            hits = self._fuse_dense(hits, query, pool)
-        primary = None if wanted is None else [h.tier in wanted for h in hits]
-        return _newer_first(hits, terms, count, primary=primary)
+        with self._lock:
+            if not isinstance(query, str):
+                raise TypeError(f"query must be a string, got {query!r}")
+            count = _check_limit(limit)
+            wanted = _check_hit_tiers(tiers)
+            if not query.strip():
+                return []
+            terms = query_terms(query)
+            pool = max(count * 3 // 2, _POOL) + (len(self._l1) if wanted is not None else 0)
+            lexical = self._index.search(self._thread, terms, limit=pool) if terms else []
+            hits = self._lexical_hits(lexical, terms)
+            if self._vectors is not None:
+                hits = self._fuse_dense(hits, query, pool)
+            primary = None if wanted is None else [h.tier in wanted for h in hits]
+            return _newer_first(hits, terms, count, primary=primary)
 
     def _lexical_hits(self, found: Sequence[RecallHit], terms: Sequence[str]) -> list[MemoryHit]:
         """bm25 hits as `MemoryHit` items, re-ranked: by the share of the query's terms a
@@ -891,31 +879,31 @@ class TieredMemory:
 
     # ------------------------------------------------------------------ plain data
 
-    @_locked
     def to_data(self) -> dict[str, Any]:
         """Plain data (JSON-compatible when item metadata is) that `from_data` restores.
 
         Holds every item ever added (full text, ``archive``), so the search index is
         rebuilt on load. An external ``vector_store`` is assumed to persist itself.
         """
-        live = {i.seq for i in itertools.chain(self._l1, self._pending)}
-        return {
-            "format": DATA_FORMAT,
-            "l1_size": self._l1_size,
-            "l2_size": self._l2_size,
-            "l3_size": self._l3_size,
-            "l2_threshold": self._l2_threshold,
-            "l2_policy": self._l2_policy,
-            "summary_tokens": self._summary_tokens,
-            "seq": self._seq,
-            "l1": [i.to_data() for i in self._l1],
-            "l2": [i.to_data() for i in self._l2.values()],
-            "l3": [i.to_data() for i in self._l3],
-            "pending": [i.to_data() for i in self._pending],
-            "unoffered": [i.id for i in self._unoffered],
-            "archive": [i.to_data() for s, i in self._archive.items() if s not in live],
-            "l4_count": self._l4_count,
-        }
+        with self._lock:
+            live = {i.seq for i in itertools.chain(self._l1, self._pending)}
+            return {
+                "format": DATA_FORMAT,
+                "l1_size": self._l1_size,
+                "l2_size": self._l2_size,
+                "l3_size": self._l3_size,
+                "l2_threshold": self._l2_threshold,
+                "l2_policy": self._l2_policy,
+                "summary_tokens": self._summary_tokens,
+                "seq": self._seq,
+                "l1": [i.to_data() for i in self._l1],
+                "l2": [i.to_data() for i in self._l2.values()],
+                "l3": [i.to_data() for i in self._l3],
+                "pending": [i.to_data() for i in self._pending],
+                "unoffered": [i.id for i in self._unoffered],
+                "archive": [i.to_data() for s, i in self._archive.items() if s not in live],
+                "l4_count": self._l4_count,
+            }
 
     @classmethod
     def from_data(
