@@ -23,6 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ctxpolicy.cli import EXIT_USAGE
 from ctxpolicy.cli.progress import Progress
 from ctxpolicy.cli.reporters import escape_data, get_reporter
 from ctxpolicy.diagnostics import PolicyIssue
@@ -82,13 +83,30 @@ def _idle_cpus() -> float:
     return cpus - load
 
 
+def jobs_setting() -> int | None:
+    """`JOBS_VARIABLE` as set: 1 or 2, None when unset or empty (chosen by the load).
+
+    Raises:
+        ValueError: it is set to anything else (naming the variable and the value).
+    """
+    wanted = os.environ.get(JOBS_VARIABLE, "").strip()
+    if not wanted:
+        return None
+    if wanted not in ("1", "2"):
+        raise ValueError(
+            f"{JOBS_VARIABLE} must be 1 (one process) or 2 (a second one for many files), "
+            f"or unset (chosen by the load); got {wanted!r}"
+        )
+    return int(wanted)
+
+
 def _jobs(count: int) -> int:
     """How many processes validate ``count`` files (1 or 2)."""
     if not hasattr(os, "fork") or count < PARALLEL_MIN_FILES:
         return 1
-    wanted = os.environ.get(JOBS_VARIABLE, "").strip()
-    if wanted.isdigit():
-        return max(1, min(int(wanted), 2))
+    wanted = jobs_setting()
+    if wanted is not None:
+        return wanted
     return 2 if _idle_cpus() >= 0.5 else 1
 
 
@@ -249,6 +267,11 @@ def exit_code(issues: list[PolicyIssue]) -> int:
 
 def run(args: argparse.Namespace) -> int:
     """Validate, print the report, return the exit code."""
+    try:
+        jobs_setting()  # a bad value is refused before any work, whatever the file count
+    except ValueError as exc:
+        sys.stderr.write(f"ctxpolicy validate: {exc}\n")
+        return EXIT_USAGE
     paths = [Path(p) for p in (args.paths or DEFAULT_PATHS)]
     files = list(iter_policy_files(paths))  # a missing path comes back as itself
     if not files:

@@ -114,6 +114,29 @@ def test_few_files_or_one_job_stay_in_one_process(monkeypatch: pytest.MonkeyPatc
     assert validate_verb._jobs(10_000) == 1
 
 
+@pytest.mark.parametrize("value", ["0", "3", "two", "-1", "1.5"])
+def test_a_bad_jobs_value_is_a_usage_error_before_any_work(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, value: str
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "base.yaml").write_text(BASE, encoding="utf-8")
+    err = io.StringIO()
+    code, out = _run(["validate", "base.yaml"], jobs=value, stderr=err)
+    assert (code, out) == (2, "")
+    assert err.getvalue() == (
+        "ctxpolicy validate: CTXPOLICY_VALIDATE_JOBS must be 1 (one process) or 2 (a second "
+        f"one for many files), or unset (chosen by the load); got {value!r}\n"
+    )
+
+
+@pytest.mark.parametrize(("value", "expected"), [(" 1 ", 1), ("2", 2), ("", None), ("  ", None)])
+def test_jobs_setting_reads_one_or_two_or_nothing(
+    monkeypatch: pytest.MonkeyPatch, value: str, expected: int | None
+) -> None:
+    monkeypatch.setenv(validate_verb.JOBS_VARIABLE, value)
+    assert validate_verb.jobs_setting() == expected
+
+
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this platform")
 def test_by_default_a_second_process_only_when_a_cpu_is_idle(
     monkeypatch: pytest.MonkeyPatch,
