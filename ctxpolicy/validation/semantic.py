@@ -133,7 +133,7 @@ def check_budget(policy: Policy) -> Iterator[Finding]:
     total = sum(policy.budget.ratios.values())
     if total > RATIO_SUM_LIMIT:
         yield Finding(
-            ("budget", "ratios"), f"ratios sum to {total:.4g}, more than 1.0", "budget.ratios-sum"
+            ("budget", "ratios"), f"ratios sum to {total:.10g}, more than 1.0", "budget.ratios-sum"
         )
 
 
