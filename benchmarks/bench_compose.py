@@ -238,8 +238,13 @@ def bench_engine(n: int, *, repeats: int, tok: Tokenizer) -> dict[str, Any]:
     process-wide tokenizer caches cleared first: a fresh process with the tokenizer
     loaded); ``encode_kept`` (encoding, without any cache, every message the call sends
     plus the history message just before the kept window: the reference of the cold
-    target); ``compose_warm`` (the next turn, 2 new messages, right after); and
-    ``encode_new`` (encoding the 2 new messages: the reference of the warm target).
+    target); ``compose_warm`` (the next turn, 2 new messages, right after; the
+    application appends by building a new list, ``history + new``, as LangGraph's
+    ``add_messages`` does); and ``encode_new`` (encoding the 2 new messages: the reference
+    of the warm target). ``compose_warm_in_place`` / ``encode_new_in_place``: the same next
+    turns on a list the application extends in place, so no O(N) copy runs right before
+    the call (reported beside the target, not judged: at N = 100,000 the copy evicts the
+    CPU caches the call then refills; see docs/design.md, "The next turn costs what is new").
     """
     from ctxpolicy.engine import PolicyEngine
     from ctxpolicy.policy import Policy
@@ -261,7 +266,15 @@ def bench_engine(n: int, *, repeats: int, tok: Tokenizer) -> dict[str, Any]:
             allow_partial=False,
         )
 
-    keys = ("trim_messages", "compose_cold", "encode_kept", "compose_warm", "encode_new")
+    keys = (
+        "trim_messages",
+        "compose_cold",
+        "encode_kept",
+        "compose_warm",
+        "encode_new",
+        "compose_warm_in_place",
+        "encode_new_in_place",
+    )
     samples: dict[str, list[float]] = {k: [] for k in keys}
     # what a call sends, plus the history message just before the kept window: the
     # reference of the cold target (the same every repetition: same input)
@@ -313,6 +326,30 @@ def bench_engine(n: int, *, repeats: int, tok: Tokenizer) -> dict[str, Any]:
                 if key == "compose_warm" and value.messages[-2:] != new:
                     raise AssertionError("the next turn did not send the new messages last")
 
+        # the same next turns with the history appended to in place (a plain list the
+        # application extends) instead of copied: no O(N) copy right before the call
+        grown = list(history)
+        engine.compose(system_prompt=system_prompt, checkpoint_messages=grown)
+        for turn in range(WARM_TURNS):
+            new = make_next_turn(n, turn=40_000 + rep * WARM_TURNS + turn)
+            grown.extend(new)
+
+            def warm_in_place(nh: list[BaseMessage] = grown) -> Any:
+                return engine.compose(system_prompt=system_prompt, checkpoint_messages=nh)
+
+            def encode_new_in_place(new: list[BaseMessage] = new) -> int:
+                return _encode_all(tok, new)
+
+            order = [
+                ("compose_warm_in_place", warm_in_place),
+                ("encode_new_in_place", encode_new_in_place),
+            ]
+            for key, fn in order if turn % 2 == 0 else reversed(order):
+                ms, value = _timed(fn)
+                samples[key].append(ms)
+                if key == "compose_warm_in_place" and value.messages[-2:] != new:
+                    raise AssertionError("the next turn did not send the new messages last")
+
     def cold_compose() -> Any:
         shared.clear_cache()
         return engine.compose(system_prompt=system_prompt, checkpoint_messages=history)
@@ -329,6 +366,9 @@ def bench_engine(n: int, *, repeats: int, tok: Tokenizer) -> dict[str, Any]:
             "trim_messages_over_compose_cold": _paired(samples, "trim_messages", "compose_cold"),
             "compose_cold_over_encode_kept": _paired(samples, "compose_cold", "encode_kept"),
             "compose_warm_over_encode_new": _paired(samples, "compose_warm", "encode_new"),
+            "compose_warm_in_place_over_encode_new": _paired(
+                samples, "compose_warm_in_place", "encode_new_in_place"
+            ),
         },
         "warm_overhead_us": 1000 * _paired_difference(samples, "compose_warm", "encode_new"),
         # the warm target (issue 16): compose_warm - 1.5 x encode_new (paired), in microseconds
@@ -336,6 +376,14 @@ def bench_engine(n: int, *, repeats: int, tok: Tokenizer) -> dict[str, Any]:
         * statistics.median(
             w - WARM_FACTOR * e
             for w, e in zip(samples["compose_warm"], samples["encode_new"], strict=True)
+        ),
+        # the same with the history appended in place (reported, not judged)
+        "warm_in_place_excess_us": 1000
+        * statistics.median(
+            w - WARM_FACTOR * e
+            for w, e in zip(
+                samples["compose_warm_in_place"], samples["encode_new_in_place"], strict=True
+            )
         ),
     }
 
