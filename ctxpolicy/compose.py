@@ -660,7 +660,7 @@ def _fit_history_layer(
     previous = latest_walk(tok.walks, history)
     fit = fit_history(history, max_tokens=cap, count=tok.count_message, previous=previous)
     if fit.walk is not None:
-        tok.remember_walk(fit.walk)
+        tok.remember_walk(fit.walk, replacing=previous)
     cleared: LayerCut | None = None
     if tally.layer.clear_tool_results and input_message is not None:
         history, fit, cleared = _clear_to_fit(tok, history, fit, input_message, cap)

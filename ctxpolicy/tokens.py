@@ -297,9 +297,16 @@ class Tokenizer:
         """
         return self._walks
 
-    def remember_walk(self, walk: object) -> None:
-        """Keep ``walk`` as the newest of `walks` (the oldest beyond `MAX_WALKS` is dropped)."""
-        others = tuple(w for w in self._walks if w is not walk)
+    def remember_walk(self, walk: object, *, replacing: object = None) -> None:
+        """Keep ``walk`` as the newest of `walks` (the oldest beyond `MAX_WALKS` is dropped).
+
+        Args:
+            walk: The walk to remember.
+            replacing: The walk ``walk`` continues (the previous turn of the same
+                conversation), forgotten with it: one conversation holds one place, so an
+                agent's long run of calls does not push the other conversations out.
+        """
+        others = tuple(w for w in self._walks if w is not walk and w is not replacing)
         self._walks = (walk, *others[: MAX_WALKS - 1])  # one assignment: safe across threads
 
     # -- text ---------------------------------------------------------------------------

@@ -180,3 +180,42 @@ def test_the_engine_counts_only_the_new_messages_on_the_next_turn():
     assert second.units[-2][1] == [history[-2]] and second.units[-1][1] == [history[-1]]
     reused = {id(unit) for unit in first.units}
     assert all(id(unit) in reused for unit in second.units[:-2])
+
+
+def test_a_long_run_of_one_conversation_keeps_the_others_walks():
+    """Each conversation holds one place among the remembered walks: an agent's run of
+    many calls (a ReAct loop) does not push out the walk of the agent waiting for it."""
+    from ctxpolicy.engine import PolicyEngine
+    from ctxpolicy.policy import Policy
+    from ctxpolicy.tokens import MAX_WALKS, get_tokenizer
+
+    engine = PolicyEngine(
+        Policy.model_validate(
+            {
+                "version": 1,
+                "name": "walks-per-conversation",
+                "model": {"context_window": 2_000, "tokenizer": "cl100k_base"},
+                "budget": {"output_reserve": 0.0, "ratios": {"checkpoint_messages": 0.9}},
+                "order": ["system_prompt", "checkpoint_messages"],
+                "processes": {"react": {"checkpoint_messages": True, "query": "checkpoint"}},
+                "default_process": "react",
+            }
+        )
+    )
+    tok = get_tokenizer("cl100k_base")
+    waiting = [HumanMessage("supervisor: plan the migration"), AIMessage("delegated")]
+    engine.compose(system_prompt="s", checkpoint_messages=waiting)
+    kept = latest_walk(tok.walks, waiting)
+    assert kept is not None
+    worker = [HumanMessage("worker: migrate table orders")]
+    for turn in range(MAX_WALKS + 4):
+        worker = [*worker, AIMessage(f"step {turn}"), HumanMessage(f"go on {turn}")]
+        engine.compose(system_prompt="s", checkpoint_messages=worker)
+    # one place for the worker's conversation (its newest walk), one for the supervisor's
+    assert sum(1 for walk in tok.walks if walk is kept) == 1
+    assert sum(1 for walk in tok.walks if walk.window[0] is worker[0]) == 1
+    waiting = [*waiting, HumanMessage("supervisor: status?")]
+    engine.compose(system_prompt="s", checkpoint_messages=waiting)
+    after = latest_walk(tok.walks, waiting)
+    assert after is not None and kept not in tok.walks
+    assert all(any(unit is old for old in kept.units) for unit in after.units[:-1])
