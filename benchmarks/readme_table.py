@@ -76,6 +76,17 @@ def readme_block(report: dict[str, Any]) -> str:
             f"{max(excess):+.0f} µs."
         ),
     ]
+    in_place = [
+        entry["ratios"]["compose_warm_in_place_over_encode_new"]
+        for entry in engine
+        if "compose_warm_in_place_over_encode_new" in entry["ratios"]
+    ]
+    if len(in_place) == len(engine):
+        sizes = "/".join(f"{entry['n']:,}" for entry in engine)
+        lines.append(
+            f"- Next turn on a history list extended in place (no copy of the list right "
+            f"before the call): {' / '.join(f'{r:.2f}' for r in in_place)}× at N = {sizes}."
+        )
     layer = benchmarks.get("memory_layer", {}).get("by_history")
     if layer:
         ratio = layer["ratio_to_smallest"][str(layer["history_sizes"][-1])]
