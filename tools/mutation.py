@@ -8,7 +8,8 @@ rewrites the table in ``docs/mutation.md`` (between ``<!-- mutation:start -->`` 
 non-equivalent mutants (or was not run to the end).
 
     python tools/mutation.py                      # every area, from a fresh mutants/
-    python tools/mutation.py --area budget        # one area (reuses mutmut's test stats)
+    python tools/mutation.py --area budget        # one area (resumes: undecided mutants only)
+    python tools/mutation.py --area budget --retry-survivors   # its survivors tried again
     python tools/mutation.py --no-run             # report the verdicts already in mutants/
     python tools/mutation.py --survivors DIR      # also DIR/<area>.txt: each survivor's diff
 
@@ -439,18 +440,50 @@ def mutmut_area(area: str, max_children: int) -> None:
     mutmut 3.8.1 records, in one run of the whole selection, which tests reach each
     function (``mutants/mutmut-stats.json``, kept whole); here that map is narrowed in
     memory, after it is loaded and before any mutant runs.
+
+    Only the mutants without a verdict run: mutmut re-runs every mutant a name filter
+    selects, verdict or not, so the area's list is cut to the undecided ones (a run that
+    was stopped resumes; mutmut itself clears the verdicts of a function whose code
+    changed; `reset_verdicts` clears the survivors to try them against new tests).
     """
     import mutmut.__main__ as mm
     from mutmut.state import state
 
     load = mm.collect_or_load_stats
+    collect = mm.collect_source_file_mutation_data
 
     def collect_or_load_stats(*args: Any, **kwargs: Any) -> None:
         load(*args, **kwargs)
         narrow(state().tests_by_mangled_function_name, area)
 
+    def undecided(*args: Any, **kwargs: Any) -> Any:
+        mutants, by_path = collect(*args, **kwargs)
+        return [m for m in mutants if m[2] is None], by_path
+
     mm.collect_or_load_stats = collect_or_load_stats
+    mm.collect_source_file_mutation_data = undecided
     mm._run(mutant_globs(area), max_children)
+
+
+def reset_verdicts(area: str, statuses: Iterable[str] = ("survived", "no tests")) -> int:
+    """Clear the verdicts of ``area``'s mutants with one of ``statuses`` (the next run
+    tries them again, e.g. against new tests); returns how many were cleared."""
+    from mutmut.stats import status_by_exit_code
+
+    wanted = {code for code, status in status_by_exit_code.items() if status in statuses}
+    cleared = 0
+    for source in area_files(area):
+        meta = MUTANTS / f"{source}.meta"
+        if not meta.exists():
+            continue
+        data = json.loads(meta.read_text(encoding="utf-8"))
+        verdicts = data.get("exit_code_by_key", {})
+        for key, code in verdicts.items():
+            if code in wanted:
+                verdicts[key] = None
+                cleared += 1
+        meta.write_text(json.dumps(data, indent=4), encoding="utf-8")
+    return cleared
 
 
 def machine() -> dict[str, Any]:
@@ -495,7 +528,7 @@ def write_survivors(results: Iterable[AreaResult], folder: Path) -> None:
     print(f"survivors written to {folder}/<area>.txt")
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--area", action="append", choices=sorted(AREAS), help="only this area")
     parser.add_argument("--no-run", action="store_true", help="report mutants/ as it is")
@@ -504,8 +537,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--max-children", type=int, default=os.cpu_count() or 2)
     parser.add_argument("--survivors", type=Path, metavar="DIR", help="write DIR/<area>.txt")
+    parser.add_argument(
+        "--retry-survivors",
+        action="store_true",
+        help="with --area: clear the survived / no-tests verdicts first (try them on new tests)",
+    )
     parser.add_argument("--mutmut-area", choices=sorted(AREAS), help=argparse.SUPPRESS)
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
     os.chdir(ROOT)  # mutmut reads pyproject.toml and mutants/ from the working directory
     if args.mutmut_area:  # the child process of run_area
         mutmut_area(args.mutmut_area, args.max_children)
@@ -520,6 +562,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args.no_run:
         prepare_mutants(fresh=not args.area and not args.keep)
         for area in chosen:
+            if args.retry_survivors:
+                print(f"{area}: {reset_verdicts(area)} verdicts cleared to try again")
             walls[area] = (run_area(area, args.max_children), dt.date.today().isoformat())
     duration = time.perf_counter() - started
 
