@@ -77,9 +77,11 @@ class TaskRecord:
         Raises:
             ValueError: a field is missing or has the wrong type.
         """
+        if not isinstance(data, Mapping):
+            raise ValueError(f"task data must be a mapping, got {type(data).__name__}")  # noqa: TRY004
         try:
             task_id, action = data["task_id"], data["action"]
-        except (KeyError, TypeError) as exc:
+        except KeyError as exc:
             raise ValueError(f"task data lacks field {exc.args[0]!r}") from None
         parameters = data.get("parameters") or {}
         if not isinstance(task_id, str) or not isinstance(action, str):
