@@ -8,6 +8,8 @@ the budget moved). And it must really be used: appending counts only the new mes
 
 from __future__ import annotations
 
+from typing import Any
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
@@ -147,23 +149,9 @@ def test_the_tokenizer_remembers_the_newest_walks_and_clear_cache_forgets_them()
 
 
 def test_the_engine_counts_only_the_new_messages_on_the_next_turn():
-    from ctxpolicy.engine import PolicyEngine
-    from ctxpolicy.policy import Policy
     from ctxpolicy.tokens import get_tokenizer
 
-    engine = PolicyEngine(
-        Policy.model_validate(
-            {
-                "version": 1,
-                "name": "walks",
-                "model": {"context_window": 2_000, "tokenizer": "cl100k_base"},
-                "budget": {"output_reserve": 0.0, "ratios": {"checkpoint_messages": 0.9}},
-                "order": ["system_prompt", "checkpoint_messages"],
-                "processes": {"react": {"checkpoint_messages": True, "query": "checkpoint"}},
-                "default_process": "react",
-            }
-        )
-    )
+    engine = _history_engine("walks")
     history = []
     for i in range(300):
         history += [HumanMessage(f"question {i} " + "x " * 20), AIMessage(f"answer {i}")]
@@ -185,23 +173,9 @@ def test_the_engine_counts_only_the_new_messages_on_the_next_turn():
 def test_a_long_run_of_one_conversation_keeps_the_others_walks():
     """Each conversation holds one place among the remembered walks: an agent's run of
     many calls (a ReAct loop) does not push out the walk of the agent waiting for it."""
-    from ctxpolicy.engine import PolicyEngine
-    from ctxpolicy.policy import Policy
     from ctxpolicy.tokens import MAX_WALKS, get_tokenizer
 
-    engine = PolicyEngine(
-        Policy.model_validate(
-            {
-                "version": 1,
-                "name": "walks-per-conversation",
-                "model": {"context_window": 2_000, "tokenizer": "cl100k_base"},
-                "budget": {"output_reserve": 0.0, "ratios": {"checkpoint_messages": 0.9}},
-                "order": ["system_prompt", "checkpoint_messages"],
-                "processes": {"react": {"checkpoint_messages": True, "query": "checkpoint"}},
-                "default_process": "react",
-            }
-        )
-    )
+    engine = _history_engine("walks-per-conversation")
     tok = get_tokenizer("cl100k_base")
     waiting = [HumanMessage("supervisor: plan the migration"), AIMessage("delegated")]
     engine.compose(system_prompt="s", checkpoint_messages=waiting)
@@ -219,3 +193,23 @@ def test_a_long_run_of_one_conversation_keeps_the_others_walks():
     after = latest_walk(tok.walks, waiting)
     assert after is not None and kept not in tok.walks
     assert all(any(unit is old for old in kept.units) for unit in after.units[:-1])
+
+
+def _history_engine(name: str) -> Any:
+    """An engine whose one process sends the system prompt and 90 % of 2,000 tokens of history."""
+    from ctxpolicy.engine import PolicyEngine
+    from ctxpolicy.policy import Policy
+
+    return PolicyEngine(
+        Policy.model_validate(
+            {
+                "version": 1,
+                "name": name,
+                "model": {"context_window": 2_000, "tokenizer": "cl100k_base"},
+                "budget": {"output_reserve": 0.0, "ratios": {"checkpoint_messages": 0.9}},
+                "order": ["system_prompt", "checkpoint_messages"],
+                "processes": {"react": {"checkpoint_messages": True, "query": "checkpoint"}},
+                "default_process": "react",
+            }
+        )
+    )
