@@ -33,7 +33,7 @@ from ctxpolicy.memory.strategies import (
     source_pools,
     strategy_shares,
 )
-from ctxpolicy.memory.tiered import DEFAULT_NAMESPACE, TieredMemory, load_stored
+from ctxpolicy.memory.tiered import DEFAULT_NAMESPACE, TieredMemory, load_stored, search_all
 
 if TYPE_CHECKING:
     from langchain_core.vectorstores import VectorStore
@@ -224,7 +224,7 @@ class MemorySessions:
         namespace = self._namespace
         for summary, _ in load_stored(store, namespace=(*namespace, AGENT_PART)):
             self._agent_l3[summary.id] = summary
-        for entry in store.search((*namespace, LIFECYCLE_PART), limit=10_000):
+        for entry in search_all(store, (*namespace, LIFECYCLE_PART)):
             status = entry.value.get("status")
             if status in SESSION_STATUSES:
                 self._status[entry.key] = status

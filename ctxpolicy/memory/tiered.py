@@ -30,7 +30,7 @@ import json
 import re
 import threading
 from collections import deque
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
@@ -61,7 +61,7 @@ if TYPE_CHECKING:
     from langchain_core.documents import Document
     from langchain_core.messages import BaseMessage
     from langchain_core.vectorstores import VectorStore
-    from langgraph.store.base import BaseStore
+    from langgraph.store.base import BaseStore, SearchItem
 
     from ctxpolicy.memory.items import ItemKind
     from ctxpolicy.recall.index import RecallHit, RecallIndex
@@ -1232,6 +1232,18 @@ def load_summaries(store: BaseStore, *, namespace: tuple[str, ...]) -> Iterable[
         yield summary
 
 
+def search_all(store: BaseStore, namespace: tuple[str, ...]) -> Iterator[SearchItem]:
+    """Every entry the store holds under ``namespace``, read in pages of `_STORE_PAGE`
+    (a store's ``search`` returns at most ``limit`` entries: one call can miss some)."""
+    offset = 0
+    while True:
+        page = store.search(namespace, limit=_STORE_PAGE, offset=offset)
+        yield from page
+        if len(page) < _STORE_PAGE:
+            return
+        offset += len(page)
+
+
 def load_stored(
     store: BaseStore, *, namespace: tuple[str, ...]
 ) -> Iterable[tuple[MemoryItem, MemoryItem]]:
@@ -1239,13 +1251,7 @@ def load_stored(
 
     Entries written before the full text was stored give the summary twice.
     """
-    offset = 0
-    while True:
-        page = store.search((*namespace, "summaries"), limit=_STORE_PAGE, offset=offset)
-        for entry in page:
-            summary = MemoryItem.from_data(entry.value)
-            full = entry.value.get("full_content")
-            yield summary, (replace(summary, content=full) if isinstance(full, str) else summary)
-        if len(page) < _STORE_PAGE:
-            return
-        offset += len(page)
+    for entry in search_all(store, (*namespace, "summaries")):
+        summary = MemoryItem.from_data(entry.value)
+        full = entry.value.get("full_content")
+        yield summary, (replace(summary, content=full) if isinstance(full, str) else summary)
