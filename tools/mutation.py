@@ -95,6 +95,13 @@ AREA_TESTS: dict[str, tuple[str, ...]] = {
     "recall": ("tests/recall",),
 }
 
+#: Test files that run only for the mutants of the modules named: each of their runs starts
+#: a PostgreSQL server (seconds per mutant), and only ``postgres.py`` needs one.
+ONLY_FOR: dict[str, tuple[str, ...]] = {
+    "tests/recall/test_postgres_index.py": ("ctxpolicy.recall.postgres",),
+    "tests/recall/test_postgres_mutants.py": ("ctxpolicy.recall.postgres",),
+}
+
 #: mutmut status -> the column it is counted in. Killed columns: killed, timeout, segfault.
 KILLED = frozenset({"killed", "timeout", "segfault", "caught by type check"})
 
@@ -427,12 +434,19 @@ def run_area(area: str, max_children: int) -> float:
 
 
 def narrow(tests_by_function: dict[str, set[str]], area: str) -> None:
-    """Keep, for the functions of ``area``, only the tests under ``AREA_TESTS[area]``."""
+    """Keep, for the functions of ``area``, only the tests under ``AREA_TESTS[area]``
+    (and the tests of `ONLY_FOR` only for the modules named there)."""
     modules = {module_of(path) for path in area_files(area)}
     prefixes = AREA_TESTS[area]
     for key, tests in tests_by_function.items():
-        if key.rpartition(".x")[0] in modules:
-            tests_by_function[key] = {t for t in tests if t.startswith(prefixes)}
+        module = key.rpartition(".x")[0]
+        if module in modules:
+            tests_by_function[key] = {
+                t
+                for t in tests
+                if t.startswith(prefixes)
+                and module in ONLY_FOR.get(t.partition("::")[0], (module,))
+            }
 
 
 def mutmut_area(area: str, max_children: int) -> None:
