@@ -240,8 +240,12 @@ class Recaller:
             return RecallResult(None, (), indexed, thread)
 
         def in_history(position: int, message_id: str) -> bool:
+            # below the offset: a message a compaction folded into the summary (this
+            # session's own past: a restore's abandoned branch is removed at the sync)
             at = position - offset
-            return 0 <= at < len(history) and message_key(history[at], position) == message_id
+            if at < 0:
+                return True
+            return at < len(history) and message_key(history[at], position) == message_id
 
         header = DEFAULT_HEADER if self.spec.header is None else self.spec.header
         cap = request.cap_tokens
