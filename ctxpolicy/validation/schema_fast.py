@@ -16,8 +16,10 @@ document), so a keyword added to the models can never be silently skipped.
 
 from __future__ import annotations
 
+import operator
 import re
 from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 from typing import Any
 
 Check = Callable[[Any], bool]
@@ -238,12 +240,10 @@ def _const(_c: _Compiler, expected: Any, _s: Mapping[str, Any]) -> Check:
 
 
 def _bound(
-    test: Callable[[Any, Any], bool],
-) -> Callable[[_Compiler, Any, Mapping[str, Any]], Check]:
-    def make(_c: _Compiler, limit: Any, _s: Mapping[str, Any]) -> Check:
-        return lambda value: not _is_number(value) or test(value, limit)
-
-    return make
+    _c: _Compiler, limit: Any, _s: Mapping[str, Any], *, test: Callable[[Any, Any], bool]
+) -> Check:
+    """``minimum``/``maximum`` and their exclusive forms (``test``: ``>=``, ``<=``, ...)."""
+    return lambda value: not _is_number(value) or test(value, limit)
 
 
 def _min_length(_c: _Compiler, limit: int, _s: Mapping[str, Any]) -> Check:
@@ -334,10 +334,10 @@ _KEYWORDS: dict[str, Callable[[_Compiler, Any, Mapping[str, Any]], Check | None]
     "type": _type,
     "enum": _enum,
     "const": _const,
-    "minimum": _bound(lambda value, limit: value >= limit),
-    "maximum": _bound(lambda value, limit: value <= limit),
-    "exclusiveMinimum": _bound(lambda value, limit: value > limit),
-    "exclusiveMaximum": _bound(lambda value, limit: value < limit),
+    "minimum": partial(_bound, test=operator.ge),
+    "maximum": partial(_bound, test=operator.le),
+    "exclusiveMinimum": partial(_bound, test=operator.gt),
+    "exclusiveMaximum": partial(_bound, test=operator.lt),
     "minLength": _min_length,
     "maxLength": _max_length,
     "pattern": _pattern,
