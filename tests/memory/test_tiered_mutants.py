@@ -27,16 +27,21 @@ from ctxpolicy.recall.sqlite import SQLiteRecallIndex
 # ------------------------------------------------------------------ document metadata
 
 
-def test_item_to_document_metadata_is_flat_and_exact():
-    item = MemoryItem(
+def _rich_item(*, metadata: dict[str, object]) -> MemoryItem:
+    """An item with every field set (non-ASCII text, tags, a kind) and ``metadata``."""
+    return MemoryItem(
         id="i1",
         content="héllo",
         importance=0.7,
         seq=3,
         kind="user",
         tags=("café", "b"),
-        metadata={"k": "é", "when": object},
+        metadata=metadata,
     )
+
+
+def test_item_to_document_metadata_is_flat_and_exact():
+    item = _rich_item(metadata={"k": "é", "when": object})
     assert item_to_document_metadata(item) == {
         "item_id": "i1",
         "importance": 0.7,
@@ -57,15 +62,7 @@ def test_item_to_document_metadata_is_flat_and_exact():
 
 
 def test_item_from_document_round_trips_item_metadata():
-    item = MemoryItem(
-        id="i1",
-        content="héllo",
-        importance=0.7,
-        seq=3,
-        kind="user",
-        tags=("café", "b"),
-        metadata={"k": "é", "n": 2},
-    )
+    item = _rich_item(metadata={"k": "é", "n": 2})
     doc = Document(page_content="héllo", metadata=item_to_document_metadata(item), id="other")
     assert item_from_document(doc) == item
 
