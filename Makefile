@@ -55,12 +55,14 @@ bench-quality: $(STAMP)
 # Mutation testing of the core (mutmut 3; not part of `make test`; docs/mutation.md):
 # a kill-rate table per area, exit 1 below 90 %. `make mutation AREA=budget` runs one
 # area (resuming: only mutants without a verdict run); RETRY=1 first clears its survived /
-# no-tests verdicts (after new tests); SURVIVORS=DIR writes each survivor's diff to DIR/<area>.txt.
+# no-tests verdicts (after new tests), TIMEOUTS=1 its timeouts (on a quiet machine);
+# SURVIVORS=DIR writes each survivor's diff to DIR/<area>.txt.
 mutation: $(STAMP) system-deps
 	$(BIN)/python -m pip install --quiet -e '.[mutation]'
 	CTXPOLICY_REQUIRE_POSTGRES=1 CTXPOLICY_REQUIRE_EMBEDDINGS=1 CTXPOLICY_REQUIRE_AGENTS=1 \
 		$(BIN)/python tools/mutation.py $(if $(AREA),--area $(AREA)) \
-		$(if $(RETRY),--retry-survivors) $(if $(SURVIVORS),--survivors $(SURVIVORS))
+		$(if $(RETRY),--retry-survivors) $(if $(TIMEOUTS),--retry-timeouts) \
+		$(if $(SURVIVORS),--survivors $(SURVIVORS))
 
 # Structure figures (lines, complexity, imports inside functions, hops per compose):
 # tools/architecture.py; tests/test_architecture.py holds the rules they must keep.

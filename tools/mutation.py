@@ -32,7 +32,7 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
@@ -480,10 +480,18 @@ def mutmut_area(area: str, max_children: int) -> None:
     mm._run(mutant_globs(area), max_children)
 
 
-def reset_verdicts(area: str, statuses: Iterable[str] = ("survived", "no tests")) -> int:
+def reset_verdicts(
+    area: str,
+    statuses: Iterable[str] = ("survived", "no tests"),
+    *,
+    status_by_exit_code: Mapping[int | None, str] | None = None,
+) -> int:
     """Clear the verdicts of ``area``'s mutants with one of ``statuses`` (the next run
-    tries them again, e.g. against new tests); returns how many were cleared."""
-    from mutmut.stats import status_by_exit_code
+    tries them again, e.g. against new tests); returns how many were cleared.
+
+    ``status_by_exit_code`` defaults to mutmut's own table."""
+    if status_by_exit_code is None:
+        from mutmut.stats import status_by_exit_code
 
     wanted = {code for code, status in status_by_exit_code.items() if status in statuses}
     cleared = 0
@@ -543,6 +551,14 @@ def write_survivors(results: Iterable[AreaResult], folder: Path) -> None:
     print(f"survivors written to {folder}/<area>.txt")
 
 
+def _clear_for_retry(area: str, *, survivors: bool, timeouts: bool) -> None:
+    """Clear the verdicts ``--retry-survivors`` / ``--retry-timeouts`` ask to try again."""
+    if survivors:
+        print(f"{area}: {reset_verdicts(area)} verdicts cleared to try again")
+    if timeouts:
+        print(f"{area}: {reset_verdicts(area, ('timeout',))} timeouts cleared to try again")
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--area", action="append", choices=sorted(AREAS), help="only this area")
@@ -556,6 +572,11 @@ def _parser() -> argparse.ArgumentParser:
         "--retry-survivors",
         action="store_true",
         help="with --area: clear the survived / no-tests verdicts first (try them on new tests)",
+    )
+    parser.add_argument(
+        "--retry-timeouts",
+        action="store_true",
+        help="with --area: clear the timeout verdicts first (try them again on a quiet machine)",
     )
     parser.add_argument("--mutmut-area", choices=sorted(AREAS), help=argparse.SUPPRESS)
     return parser
@@ -577,8 +598,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args.no_run:
         prepare_mutants(fresh=not args.area and not args.keep)
         for area in chosen:
-            if args.retry_survivors:
-                print(f"{area}: {reset_verdicts(area)} verdicts cleared to try again")
+            _clear_for_retry(area, survivors=args.retry_survivors, timeouts=args.retry_timeouts)
             walls[area] = (run_area(area, args.max_children), dt.date.today().isoformat())
     duration = time.perf_counter() - started
 

@@ -188,3 +188,34 @@ def test_narrow_keeps_only_the_area_tests_for_the_area_functions():
         "ctxpolicy.budget.x_base_caps": {"tests/budget/test_budget.py::t"},
         "ctxpolicy.history.xǁPrefixViewǁ__eq__": {"tests/engine/x.py::t"},
     }
+
+
+#: mutmut's exit codes of the statuses the retry options clear (a part of its table).
+EXIT_STATUSES = {0: "survived", 1: "killed", 5: "no tests", 24: "timeout", 36: "timeout"}
+
+
+@pytest.mark.parametrize(
+    ("statuses", "left"),
+    [
+        (("timeout",), {"a": None, "b": 0, "c": 1, "d": None, "e": 5}),
+        (("survived", "no tests"), {"a": 36, "b": None, "c": 1, "d": 24, "e": None}),
+    ],
+)
+def test_reset_verdicts_clears_only_the_statuses_asked(tmp_path, monkeypatch, statuses, left):
+    """``--retry-timeouts`` clears timeouts, ``--retry-survivors`` survivors: nothing else."""
+    import json
+
+    meta = tmp_path / "ctxpolicy" / "budget.py.meta"
+    meta.parent.mkdir()
+    verdicts = {"a": 36, "b": 0, "c": 1, "d": 24, "e": 5}
+    meta.write_text(json.dumps({"exit_code_by_key": verdicts}), encoding="utf-8")
+    monkeypatch.setattr(mt, "MUTANTS", tmp_path)
+    monkeypatch.setattr(mt, "area_files", lambda area: ["ctxpolicy/budget.py"])
+    cleared = mt.reset_verdicts("budget", statuses, status_by_exit_code=EXIT_STATUSES)
+    assert cleared == sum(value is None for value in left.values())
+    assert json.loads(meta.read_text(encoding="utf-8"))["exit_code_by_key"] == left
+
+
+def test_the_retry_options_parse():
+    args = mt._parser().parse_args(["--area", "recall", "--retry-timeouts"])
+    assert (args.area, args.retry_timeouts, args.retry_survivors) == (["recall"], True, False)
