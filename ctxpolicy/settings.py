@@ -81,12 +81,13 @@ def _set_variables(environ: Mapping[str, str]) -> dict[str, str]:
     """
     fields = CtxPolicySettings.model_fields
     found: dict[str, str] = {}
-    for variable, raw in environ.items():
-        upper = variable.upper()
-        if upper.startswith(ENV_PREFIX) and raw != "":
-            name = upper.removeprefix(ENV_PREFIX).lower()
-            if name in fields:
-                found[name] = raw
+    width = len(ENV_PREFIX)
+    for variable in environ:  # the names only: most values are never read
+        if variable[:width].upper() != ENV_PREFIX:
+            continue
+        name = variable[width:].lower()
+        if name in fields and (raw := environ[variable]) != "":
+            found[name] = raw
     return found
 
 

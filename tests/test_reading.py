@@ -60,3 +60,39 @@ def test_size_limit_before_and_while_reading(tmp_path: Path) -> None:
 def test_read_errors_are_ctxpolicy_errors_and_os_errors() -> None:
     for error in (NotRegularFileError, FileTooLargeError):
         assert issubclass(error, CtxPolicyError) and issubclass(error, OSError)
+
+
+def _stat_reporting_size(monkeypatch: pytest.MonkeyPatch, path: Path, size: int) -> None:
+    """``path.stat()`` reports ``size`` bytes (the file grew after the check)."""
+    real_stat = Path.stat
+
+    def stale_stat(self: Path, **kwargs: object) -> os.stat_result:
+        result = real_stat(self, **kwargs)  # type: ignore[arg-type]
+        if self == path:
+            fields = list(result)
+            fields[stat.ST_SIZE] = size
+            return os.stat_result(fields)
+        return result
+
+    monkeypatch.setattr(Path, "stat", stale_stat)
+
+
+def test_a_file_that_grew_after_the_check_is_read_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The read follows the checked size (+1): growth within the limit is read on."""
+    path = tmp_path / "grown.yaml"
+    path.write_bytes(b"version: 1\nname: grown\n")
+    _stat_reporting_size(monkeypatch, path, 3)
+    assert read_regular_file(path, max_bytes=100) == b"version: 1\nname: grown\n"
+
+
+def test_a_file_that_grew_past_the_limit_after_the_check_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "grown.yaml"
+    path.write_bytes(b"x" * 150)
+    _stat_reporting_size(monkeypatch, path, 10)
+    with pytest.raises(FileTooLargeError) as info:
+        read_regular_file(path, max_bytes=100)
+    assert (info.value.size, info.value.limit, info.value.grew) == (101, 100, True)

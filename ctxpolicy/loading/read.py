@@ -51,7 +51,11 @@ def read_regular_file(path: Path, *, max_bytes: int, follow_symlinks: bool = Tru
     with os.fdopen(os.open(path, flags), "rb") as handle:
         if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):  # swapped since the check
             raise NotRegularFileError(errno.EINVAL, "not a regular file", str(path))
-        data = handle.read(max_bytes + 1)
+        # read what the check saw (+1 to notice growth): a read of ``max_bytes`` would
+        # allocate the whole limit for every small file
+        data = handle.read(info.st_size + 1)
+        if len(data) > info.st_size:  # it grew since the check: read on to the limit
+            data += handle.read(max_bytes + 1 - len(data))
     if len(data) > max_bytes:
         raise FileTooLargeError(path, len(data), max_bytes, grew=True)
     return data

@@ -257,8 +257,8 @@ def _frozen(value: Any) -> Any:
     return tuple(value.items()) if isinstance(value, Mapping) else value
 
 
-def _plans_key(policy: Policy) -> Hashable | None:
-    """What `plan_layers` reads of ``policy``, hashable (None when it is not).
+def _plans_key(policy: Policy) -> Hashable:
+    """What `plan_layers` reads of ``policy`` (hashable unless a setting holds a mapping).
 
     Everything but the policy's name, which only the texts carry (the warnings are
     written afresh for each policy from the planned layers), and the model, whose window
@@ -266,7 +266,7 @@ def _plans_key(policy: Policy) -> Hashable | None:
     available tokens would make planning fail).
     """
     budget = tuple(_frozen(getattr(policy.budget, field)) for field in BudgetSpec.model_fields)
-    key = (
+    return (
         policy.order,
         policy.enable_share_context,
         policy.available_tokens >= 0,
@@ -274,18 +274,16 @@ def _plans_key(policy: Policy) -> Hashable | None:
         tuple(policy.layers.items()),
         tuple(policy.processes.items()),
     )
-    try:
-        hash(key)
-    except TypeError:  # a setting that holds a mapping (none does today)
-        return None
-    return key
 
 
 def _plans(policy: Policy) -> tuple[_Described, ...]:
     """``(name, kind, collector)`` of the layers each distinct process gets (processes
     for which no plan can be made are left out: other rules report why)."""
-    key = _plans_key(policy)
-    found = _PLANS.get(key) if key is not None else None
+    key: Hashable | None = _plans_key(policy)
+    try:
+        found = _PLANS.get(key)  # hashes the key once (a tuple does not keep its hash)
+    except TypeError:  # a setting that holds a mapping (none does today): not remembered
+        key = found = None
     if found is not None:
         return found
     plans: list[_Described] = []
