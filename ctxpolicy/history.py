@@ -38,7 +38,7 @@ from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import accumulate
-from operator import attrgetter, is_
+from operator import attrgetter
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, NamedTuple, overload
 
@@ -569,17 +569,18 @@ class HistoryWalk:
     The next turn of a conversation is the same history with a few messages appended;
     `fit_history` given this walk (``previous=``) parses and counts only the new
     messages (and older ones only if the budget grew past what was walked). It is
-    reused only while the walked window is unchanged: the same message objects at the
-    same positions, with the same ``content`` objects. Replacing a message (what
-    LangGraph's ``add_messages`` does for an id it already holds) or assigning its
-    ``content`` invalidates it; editing a ``tool_calls`` list in place is not seen.
+    reused only while the walked window is unchanged: the same (or equal) messages at
+    the same positions, with the same (or equal) contents. Replacing a message by a
+    different one (what LangGraph's ``add_messages`` does for an id it already holds) or
+    assigning it another ``content`` invalidates it; editing a ``tool_calls`` list in
+    place is not seen.
 
     Made only for a window that needed no repair and whose items are messages as given
     (no dict converted, no message shown replaced). Holds the window's messages.
 
     Attributes:
         window: The walked items, ``messages[start:end]``, as the caller gave them.
-        contents: Their ``content`` objects, in order (in-place edits are seen).
+        contents: Their ``content`` values, in order (contents assigned later are seen).
         units: The units that fit, oldest first (with any leading non-Human ones).
         prefix: Running token sums: ``prefix[i + 1] - prefix[i]`` is unit ``i``'s tokens.
         over: The unit that did not fit (where the walk stopped), or None.
@@ -623,12 +624,9 @@ def _unchanged(walk: HistoryWalk, items: Sequence[Any], length: int) -> bool:
     """Whether ``items`` (of ``length`` shown) still hold ``walk``'s window, as walked."""
     if length < walk.end:
         return False
-    now = items[walk.start : walk.end]
-    return (
-        len(now) == len(walk.window)
-        and all(map(is_, now, walk.window))
-        and all(map(is_, map(_contents, now), walk.contents))
-    )
+    now = tuple(items[walk.start : walk.end])
+    # tuple equality compares identity first: one C pass per check over unchanged items
+    return now == walk.window and tuple(map(_contents, now)) == walk.contents
 
 
 def latest_walk(walks: Iterable[object], messages: Sequence[BaseMessage]) -> HistoryWalk | None:
@@ -662,15 +660,28 @@ class _Walked(NamedTuple):
     over: _Unit | None = None  # the unit that did not fit
 
 
-def _record(items: Sequence[Any], walked: _Walked, end: int) -> HistoryWalk:
-    """The `HistoryWalk` of ``walked`` over ``items[:end]``."""
+def _record(
+    items: Sequence[Any], walked: _Walked, end: int, reused: HistoryWalk | None = None
+) -> HistoryWalk:
+    """The `HistoryWalk` of ``walked`` over ``items[:end]``.
+
+    ``reused``: the earlier walk ``walked`` continues, whose window this call found
+    unchanged; the contents it holds for the part still in the window are taken as they
+    are, so only the appended messages' contents are read (the next turn stays O(new)).
+    """
     units, over = walked.units, walked.over
     cut = units[0][0] if units else end
     start = over[0] if over is not None else cut
     window = tuple(items[start:end])
+    if reused is not None and reused.start <= start <= reused.end <= end:
+        contents = reused.contents[start - reused.start :] + tuple(
+            map(_contents, window[reused.end - start :])
+        )
+    else:
+        contents = tuple(map(_contents, window))
     return HistoryWalk(
         window=window,
-        contents=tuple(map(_contents, window)),
+        contents=contents,
         units=tuple(units),
         prefix=tuple(walked.prefix),
         over=over,
@@ -682,9 +693,13 @@ def _record(items: Sequence[Any], walked: _Walked, end: int) -> HistoryWalk:
 
 
 def _fit(
-    messages: Sequence[BaseMessage], items: Sequence[Any] | None, walked: _Walked
+    messages: Sequence[BaseMessage],
+    items: Sequence[Any] | None,
+    walked: _Walked,
+    reused: HistoryWalk | None = None,
 ) -> HistoryFit:
-    """The `HistoryFit` of ``walked``: its oldest non-Human units dropped, then kept."""
+    """The `HistoryFit` of ``walked``: its oldest non-Human units dropped, then kept
+    (``reused``: the unchanged earlier walk it continues, see `_record`)."""
     units, prefix = walked.units, walked.prefix
     lead = _leading_non_human(units)
     kept_units = units[lead:]
@@ -695,7 +710,7 @@ def _fit(
     if walked.clean and items is not None:
         kept = tuple(items[cut:length])  # no removal inside: the window as given
         repairs = [lead_note] if lead_note else []
-        walk = _record(items, walked, length)
+        walk = _record(items, walked, length, reused)
     else:
         kept = _flatten(kept_units)
         repairs = _notes(kept_units)
@@ -822,8 +837,8 @@ def fit_history(
         walked = _walk_after(previous, messages, items, max_tokens=max_tokens, count=count)
     if walked is None:
         walk = _walk_units(messages, max_tokens=max_tokens, count=count)
-        walked = _walked(walk, items, start=0)
-    return _fit(messages, items, walked)
+        return _fit(messages, items, _walked(walk, items, start=0))
+    return _fit(messages, items, walked, previous)
 
 
 def count_newest(tok: Tokenizer, messages: Sequence[BaseMessage], limit: int) -> tuple[int, bool]:

@@ -69,6 +69,10 @@ def test_reusing_the_previous_walk_gives_the_same_fit(session, first_budget, ind
         history = _change(history, change, new, index)
         reused = fit_history(history, max_tokens=budget, count=count, previous=fit.walk)
         same_fit(reused, fresh(history, budget))
+        walk = reused.walk
+        if walk is not None:  # what the next turn checks is what the window holds now
+            assert walk.window == tuple(history[walk.start : walk.end])
+            assert walk.contents == tuple(m.content for m in walk.window)
         fit = reused
 
 
@@ -214,3 +218,32 @@ def _history_engine(name: str) -> Any:
             }
         )
     )
+
+
+class _ReadCountingHuman(HumanMessage):
+    """A HumanMessage that records each read of its ``content`` (in ``READS``)."""
+
+    def __getattribute__(self, name: str) -> Any:
+        if name == "content":
+            READS.append(object.__getattribute__(self, "id"))
+        return super().__getattribute__(name)
+
+
+READS: list[str | None] = []
+
+
+def test_the_next_turn_reads_each_old_message_content_once():
+    """Checking that the old window is unchanged reads each old content once; the new walk
+    takes those contents from the old walk instead of reading them again."""
+    history: list[Any] = []
+    for i in range(30):
+        history += [_ReadCountingHuman(f"question {i} " * 5, id=f"h{i}"), AIMessage(f"a{i}")]
+    first = fresh(history, 10_000)
+    assert first.walk is not None and first.walk.reached_start
+    history += [_ReadCountingHuman("the next question", id="new"), AIMessage("answer")]
+    READS.clear()
+    second = fit_history(history, max_tokens=10_000, count=count, previous=first.walk)
+    old = [m.id for m in first.walk.window if isinstance(m, _ReadCountingHuman)]
+    reads = [r for r in READS if r in old]
+    assert sorted(reads) == sorted(old)  # once each: the check, not the new record
+    same_fit(second, fresh(history, 10_000))
