@@ -388,18 +388,85 @@ def bench_engine(n: int, *, repeats: int, tok: Tokenizer) -> dict[str, Any]:
     }
 
 
+#: History caps of the kept-window case: the engine's 8,000 and ten times it.
+KEPT_WINDOW_CAPS = (MAX_TOKENS, 10 * MAX_TOKENS)
+
+
+def bench_kept_window(n: int, *, turns: int, tok: Tokenizer) -> dict[str, Any]:
+    """The next turn with a kept window of ~40 and of ~400 messages (same N, same turns).
+
+    Issue 16 asks for a next turn "independent of the kept window": the same history of
+    ``n`` messages is composed with the history capped at each of `KEPT_WINDOW_CAPS`
+    (context window scaled, ratios unchanged), then ``turns`` next turns of 2 new
+    messages each, the list extended in place; per cap the median of (next turn - 1.5 x
+    encoding the 2 new messages), interleaved with the encoding as in `bench_engine`.
+    """
+    from ctxpolicy.engine import PolicyEngine
+    from ctxpolicy.policy import Policy
+
+    system_prompt = "You are a careful data engineer."
+    history = make_history(n)
+    engines = {}
+    for cap in KEPT_WINDOW_CAPS:
+        data = {**ENGINE_POLICY, "model": {**ENGINE_POLICY["model"]}}
+        data["model"]["context_window"] = round(cap / 0.8)
+        engines[cap] = PolicyEngine(Policy.model_validate(data))
+    # each cap its own copies of the messages: the tokenizer remembers one walk per
+    # conversation, and two engines walking the same messages would take each other's
+    grown = {
+        cap: [m.model_copy() for m in history] if i else list(history)
+        for i, cap in enumerate(KEPT_WINDOW_CAPS)
+    }
+    kept = {}
+    for cap, engine in engines.items():
+        kept[cap] = _history_of(
+            engine.compose(system_prompt=system_prompt, checkpoint_messages=grown[cap])
+        )[1]
+    excess: dict[int, list[float]] = {cap: [] for cap in KEPT_WINDOW_CAPS}
+    for turn in range(turns):
+        for cap in KEPT_WINDOW_CAPS if turn % 2 == 0 else KEPT_WINDOW_CAPS[::-1]:
+            new = make_next_turn(n, turn=60_000 + 2 * turn + (cap != KEPT_WINDOW_CAPS[0]))
+            grown[cap].extend(new)
+
+            def warm(cap: int = cap) -> Any:
+                return engines[cap].compose(
+                    system_prompt=system_prompt, checkpoint_messages=grown[cap]
+                )
+
+            warm_ms, value = _timed(warm)
+            encode_ms, _ = _timed(lambda new=new: _encode_all(tok, new))
+            if value.messages[-2:] != new:
+                raise AssertionError("the next turn did not send the new messages last")
+            excess[cap].append(1000 * (warm_ms - WARM_FACTOR * encode_ms))
+    small, large = KEPT_WINDOW_CAPS
+    medians = {cap: statistics.median(values) for cap, values in excess.items()}
+    return {
+        "n": n,
+        "turns": turns,
+        "caps": list(KEPT_WINDOW_CAPS),
+        "kept_messages": [kept[cap] for cap in KEPT_WINDOW_CAPS],
+        "warm_excess_us": [medians[cap] for cap in KEPT_WINDOW_CAPS],
+        # paired per turn: how much more the larger kept window costs
+        "large_minus_small_us": statistics.median(
+            b - a for a, b in zip(excess[small], excess[large], strict=True)
+        ),
+    }
+
+
 def run(*, quick: bool = False) -> dict[str, Any]:
     """Run every case; ``quick`` for a smoke run (fewer repetitions, N up to 1,000)."""
     tok = get_tokenizer("cl100k_base")
     plan = [(100, 5), (1_000, 3)] if quick else [(100, 41), (1_000, 21), (10_000, 7), (100_000, 3)]
     sizes = [bench_size(n, repeats=r, tok=tok) for n, r in plan]
     engine = [bench_engine(n, repeats=r, tok=tok) for n, r in plan]
+    kept_window = bench_kept_window(1_000 if quick else 10_000, turns=40 if quick else 200, tok=tok)
     return {
         "name": "compose",
         "max_tokens": MAX_TOKENS,
         "tokenizer": tok.name,
         "sizes": sizes,
         "engine": engine,
+        "kept_window": kept_window,
         "import": bench_import(repeats=3 if quick else 11),
         "skipped": SKIPPED,
     }
@@ -455,6 +522,21 @@ def table(result: dict[str, Any]) -> str:
                 f"| {r['compose_warm_over_encode_new']:.2f} "
                 f"| {size['warm_overhead_us']:.0f} us | {size['compose_cold_peak_kib']:.0f} KiB |"
             )
+    window = result.get("kept_window")
+    if window:
+        lines += [
+            "",
+            (
+                f"Next turn by kept window (N={window['n']:,}, {window['turns']} turns, list "
+                "extended in place), median of next turn - 1.5 x encode 2 new: "
+                + ", ".join(
+                    f"{k} kept: {e:+.0f} us"
+                    for k, e in zip(window["kept_messages"], window["warm_excess_us"], strict=True)
+                )
+                + f"; the larger window costs {window['large_minus_small_us']:+.0f} us more "
+                "(paired per turn)."
+            ),
+        ]
     imp = result["import"]
     lines += [
         "",

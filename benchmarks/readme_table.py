@@ -87,6 +87,15 @@ def readme_block(report: dict[str, Any]) -> str:
             f"- Next turn on a history list extended in place (no copy of the list right "
             f"before the call): {' / '.join(f'{r:.2f}' for r in in_place)}× at N = {sizes}."
         )
+    window = compose.get("kept_window")
+    if window:
+        small, large = window["kept_messages"]
+        lines.append(
+            f"- Next turn by kept window (N = {window['n']:,}, list extended in place): "
+            f"keeping {large} messages instead of {small} costs "
+            f"{window['large_minus_small_us']:+.0f} µs more per turn (the check that the "
+            "kept window is unchanged reads every kept message's content)."
+        )
     layer = benchmarks.get("memory_layer", {}).get("by_history")
     if layer:
         ratio = layer["ratio_to_smallest"][str(layer["history_sizes"][-1])]

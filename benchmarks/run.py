@@ -171,6 +171,18 @@ def evaluate(benchmarks: dict[str, Any]) -> list[dict[str, Any]]:
         )
     else:
         rows.append(_row("end-to-end compose targets", "not measured", "-", None))
+    window = compose.get("kept_window")
+    if window:
+        small, large = window["kept_messages"]
+        rows.append(
+            {
+                "target": f"(info) next turn, {large} kept messages - {small} kept, "
+                f"N={window['n']:,}",
+                "measured": f"{window['large_minus_small_us']:+.0f} us",
+                "goal": "-",
+                "status": "info",
+            }
+        )
     memory = benchmarks.get("memory_layer") or {}
     if "by_history" in memory:
         hist = memory["by_history"]
