@@ -214,14 +214,17 @@ class PostgresRecallIndex:
         except ImportError:  # pragma: no cover - depends on the installed extras
             self._pool = _OneConnection(dsn, kwargs)
         else:
+            # psycopg-pool 3.2 added both the ``check`` keyword and ``check_connection``;
+            # an older pool takes neither (it would refuse ``check=None``)
+            check = getattr(ConnectionPool, "check_connection", None)
             self._pool = ConnectionPool(
                 dsn,
                 kwargs=kwargs,
                 min_size=1,
                 max_size=max_connections,
                 open=True,
-                check=getattr(ConnectionPool, "check_connection", None),  # psycopg-pool 3.2+
                 name=f"ctxpolicy-recall-{schema_prefix}",
+                **({} if check is None else {"check": check}),
             )
         self._closed = False
 

@@ -389,3 +389,31 @@ def test_the_pool_is_configured_as_documented_and_survives_a_lost_connection(
         index.close()  # idempotent
         with PostgresRecallIndex(postgres_dsn, schema_prefix=prefix, max_connections=2) as two:
             assert (two._pool.min_size, two._pool.max_size) == (1, 2)
+
+
+@pytest.mark.postgres
+def test_a_pool_older_than_3_2_is_built_without_check(
+    postgres_dsn: str, prefix: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """psycopg-pool < 3.2 has no ``check`` keyword (nor ``check_connection``): the pool is
+    built without it instead of failing; 3.2+ gets its connection check."""
+    psycopg_pool = pytest.importorskip("psycopg_pool")
+    given: list[dict[str, Any]] = []
+
+    class OldPool(psycopg_pool.ConnectionPool):  # type: ignore[misc]
+        check_connection = None  # what getattr sees on a pool from before 3.2
+
+        def __init__(self, *args: Any, **options: Any) -> None:
+            if "check" in options:
+                raise TypeError("__init__() got an unexpected keyword argument 'check'")
+            given.append(options)
+            super().__init__(*args, **options)
+
+    monkeypatch.setattr(psycopg_pool, "ConnectionPool", OldPool)
+    with PostgresRecallIndex(postgres_dsn, schema_prefix=prefix) as index:
+        assert isinstance(index._pool, OldPool)
+        assert index.add_messages("t", [(0, "m0", [unit("m0", 0, "kiwi")])]) == 1
+    assert given and "check" not in given[0]
+    monkeypatch.undo()
+    with PostgresRecallIndex(postgres_dsn, schema_prefix=f"{prefix}b") as index:
+        assert index._pool._check == psycopg_pool.ConnectionPool.check_connection
