@@ -199,7 +199,7 @@ def _declared_tool_roots(policy: Policy) -> Iterator[tuple[JsonPath, str, str]]:
 def _check_tool_roots(policy: Policy) -> Iterator[Finding]:
     """The ``root`` of the top-level and per-process file ``tools`` (the files rule)."""
     for where, root, key in _declared_tool_roots(policy):
-        base = policy._base_dirs.get(key)
+        base = policy._private["_base_dirs"].get(key)
         if base is None and policy.source is not None:
             base = policy.source.parent
         if base is not None:  # else built in code: no folder to resolve against
