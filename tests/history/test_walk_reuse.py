@@ -247,3 +247,10 @@ def test_the_next_turn_reads_each_old_message_content_once():
     reads = [r for r in READS if r in old]
     assert sorted(reads) == sorted(old)  # once each: the check, not the new record
     same_fit(second, fresh(history, 10_000))
+    # the same history again, nothing appended: the whole window is taken from the walk
+    assert second.walk is not None
+    READS.clear()
+    third = fit_history(history, max_tokens=10_000, count=count, previous=second.walk)
+    again = [m.id for m in second.walk.window if isinstance(m, _ReadCountingHuman)]
+    assert sorted(r for r in READS if r in again) == sorted(again)
+    same_fit(third, second)
