@@ -400,14 +400,17 @@ def test_a_pool_older_than_3_2_is_built_without_check(
     psycopg_pool = pytest.importorskip("psycopg_pool")
     given: list[dict[str, Any]] = []
 
-    class OldPool(psycopg_pool.ConnectionPool):  # type: ignore[misc]
-        check_connection = None  # what getattr sees on a pool from before 3.2
+    real = psycopg_pool.ConnectionPool
 
+    class OldPool:  # no ``check_connection`` attribute at all, as before 3.2
         def __init__(self, *args: Any, **options: Any) -> None:
             if "check" in options:
                 raise TypeError("__init__() got an unexpected keyword argument 'check'")
             given.append(options)
-            super().__init__(*args, **options)
+            self._real = real(*args, **options)
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self._real, name)
 
     monkeypatch.setattr(psycopg_pool, "ConnectionPool", OldPool)
     with PostgresRecallIndex(postgres_dsn, schema_prefix=prefix) as index:
