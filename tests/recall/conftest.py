@@ -1,11 +1,17 @@
-"""Fixtures for the recall tests: the bundled long-session policy at a chosen window."""
+"""Fixtures for the recall tests: the bundled long-session policy at a chosen window, and
+PostgreSQL recall indexes on tables of each test's own."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:
+    from ctxpolicy.recall.postgres import PostgresRecallIndex
 
 ROOT = Path(__file__).resolve().parents[2]
 LONG_SESSION = ROOT / "policies" / "long-session.yaml"
@@ -28,3 +34,27 @@ def long_session(tmp_path: Path) -> Callable[..., Path]:
         return path
 
     return make
+
+
+@pytest.fixture
+def prefix() -> str:
+    """A table prefix of this test's own."""
+    return f"t_{uuid.uuid4().hex[:12]}"
+
+
+@pytest.fixture
+def open_index(postgres_dsn: str, prefix: str) -> Iterator[Callable[[], PostgresRecallIndex]]:
+    """``open_index()`` opens a `PostgresRecallIndex` on this test's tables; all closed after."""
+    pytest.importorskip("psycopg", reason="psycopg 3 (the postgres extra)")
+    from ctxpolicy.recall.postgres import PostgresRecallIndex
+
+    opened: list[PostgresRecallIndex] = []
+
+    def make() -> PostgresRecallIndex:
+        index = PostgresRecallIndex(postgres_dsn, schema_prefix=prefix)
+        opened.append(index)
+        return index
+
+    yield make
+    for index in opened:
+        index.close()

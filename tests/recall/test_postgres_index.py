@@ -12,7 +12,6 @@ import subprocess
 import sys
 import threading
 import uuid
-from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -34,27 +33,6 @@ ROOT = Path(__file__).resolve().parents[2]
 LONG_SESSION = ROOT / "policies" / "long-session.yaml"
 #: Seconds one helper process may take (a hang fails the test instead of blocking).
 PROCESS_TIMEOUT_S = 60
-
-
-@pytest.fixture
-def prefix() -> str:
-    """A table prefix of this test's own."""
-    return f"t_{uuid.uuid4().hex[:12]}"
-
-
-@pytest.fixture
-def open_index(postgres_dsn: str, prefix: str) -> Iterator[Callable[[], PostgresRecallIndex]]:
-    """``open_index()`` opens a `PostgresRecallIndex` on this test's tables; all closed after."""
-    opened: list[PostgresRecallIndex] = []
-
-    def make() -> PostgresRecallIndex:
-        index = PostgresRecallIndex(postgres_dsn, schema_prefix=prefix)
-        opened.append(index)
-        return index
-
-    yield make
-    for index in opened:
-        index.close()
 
 
 def scalar(dsn: str, query: str) -> Any:

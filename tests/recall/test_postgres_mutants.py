@@ -14,9 +14,7 @@ import math
 import re
 import string
 import sys
-import uuid
 import warnings
-from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -190,26 +188,6 @@ def test_good_arguments_get_as_far_as_connecting() -> None:
 
 
 # --- on a real server --------------------------------------------------------------------
-
-
-@pytest.fixture
-def prefix() -> str:
-    return f"m_{uuid.uuid4().hex[:12]}"
-
-
-@pytest.fixture
-def open_index(postgres_dsn: str, prefix: str) -> Iterator[Callable[[], PostgresRecallIndex]]:
-    pytest.importorskip("psycopg", reason="psycopg 3 (the postgres extra)")
-    opened: list[PostgresRecallIndex] = []
-
-    def make() -> PostgresRecallIndex:
-        index = PostgresRecallIndex(postgres_dsn, schema_prefix=prefix)
-        opened.append(index)
-        return index
-
-    yield make
-    for index in opened:
-        index.close()
 
 
 def rows_of(dsn: str, query: str) -> list[tuple[Any, ...]]:
