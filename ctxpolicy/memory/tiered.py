@@ -122,6 +122,19 @@ def _check_limit(value: Any, name: str = "limit") -> int:
     return value
 
 
+def _newest(items: deque[MemoryItem], limit: int | None) -> list[MemoryItem]:
+    """The ``limit`` newest of ``items`` (all when None), oldest first (`get_l1`, `get_l3`).
+
+    Raises:
+        ValueError: ``limit`` is not an integer >= 1.
+    """
+    if limit is None:
+        return list(items)
+    recent = list(itertools.islice(reversed(items), _check_limit(limit)))
+    recent.reverse()
+    return recent
+
+
 def _check_hit_tiers(tiers: Collection[str] | None) -> frozenset[str] | None:
     """``tiers`` as a set (None for all).
 
@@ -729,12 +742,7 @@ class TieredMemory:
             ValueError: ``limit`` is not an integer >= 1.
         """
         with self._lock:
-            if limit is None:
-                return list(self._l1)
-            count = _check_limit(limit)
-            recent = list(itertools.islice(reversed(self._l1), count))
-            recent.reverse()
-            return recent
+            return _newest(self._l1, limit)
 
     def get_l2(self) -> list[MemoryItem]:
         """The L2 working set, most important first (newer first among equals)."""
@@ -748,12 +756,7 @@ class TieredMemory:
             ValueError: ``limit`` is not an integer >= 1.
         """
         with self._lock:
-            if limit is None:
-                return list(self._l3)
-            count = _check_limit(limit)
-            recent = list(itertools.islice(reversed(self._l3), count))
-            recent.reverse()
-            return recent
+            return _newest(self._l3, limit)
 
     def _tier_of(self, item: MemoryItem, l1: set[int], l3: set[int]) -> str:
         if item.seq in l1:
