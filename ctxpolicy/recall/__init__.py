@@ -7,8 +7,8 @@ or PostgreSQL full-text search (several processes or machines), optionally fused
 a dense ranking from any langchain-core ``Embeddings``. See docs/recall.md.
 """
 
-from ctxpolicy.recall.index import RecallHit, RecallIndex, query_terms
-from ctxpolicy.recall.ingest import HistorySync, message_key, thread_key
+from ctxpolicy.recall.index import IndexedMessage, MessageEntry, RecallHit, RecallIndex, query_terms
+from ctxpolicy.recall.ingest import HistorySync, message_fingerprint, message_key, thread_key
 from ctxpolicy.recall.recaller import Recaller, RecallRequest, RecallResult, open_index
 from ctxpolicy.recall.select import RecalledUnit, select_units
 from ctxpolicy.recall.sqlite import SQLiteRecallIndex
@@ -16,6 +16,8 @@ from ctxpolicy.recall.units import Unit, UnitSize, split_message, split_text
 
 __all__ = [
     "HistorySync",
+    "IndexedMessage",
+    "MessageEntry",
     "RecallHit",
     "RecallIndex",
     "RecallRequest",
@@ -25,6 +27,7 @@ __all__ = [
     "SQLiteRecallIndex",
     "Unit",
     "UnitSize",
+    "message_fingerprint",
     "message_key",
     "open_index",
     "query_terms",

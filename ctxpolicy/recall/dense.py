@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import math
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ctxpolicy.recall.index import RecallHit
-from ctxpolicy.recall.ingest import message_key
+from ctxpolicy.recall.ingest import message_fingerprint, message_key
 from ctxpolicy.recall.units import Unit, UnitSize, split_message
 
 if TYPE_CHECKING:
@@ -39,6 +39,10 @@ class DenseUnits:
     Args:
         embeddings: A langchain-core ``Embeddings``.
         size: How units are split (the same as the bm25 index's).
+
+    A message is embedded once per version (its key and `message_fingerprint`): a
+    message edited under its id is embedded again and the units of the version it
+    replaced are no longer found.
     """
 
     def __init__(self, embeddings: Embeddings, *, size: UnitSize | None = None) -> None:
@@ -49,15 +53,24 @@ class DenseUnits:
         # numpy: unit-length float32 rows, capacity doubling; plain Python: lists of floats
         self._matrix: Any = None
         self._vectors: list[list[float]] = []
-        self._seen: set[str] = set()
+        # message key: (fingerprint of the version embedded last, its embedding number,
+        # how many units it has); each unit's embedding number; units of older versions
+        self._latest: dict[str, tuple[str, int, int]] = {}
+        self._embedding: list[int] = []
+        self._superseded = 0
         self._lock = threading.Lock()
 
     def _start(self, history: Sequence[BaseMessage]) -> int:
         """Position after the newest message already embedded (walking back from the end)."""
         position = len(history) - 1
-        while position >= 0 and message_key(history[position], position) not in self._seen:
+        while position >= 0 and not self._embedded(history[position], position):
             position -= 1
         return position + 1
+
+    def _embedded(self, message: BaseMessage, position: int) -> bool:
+        """Whether what ``message`` says now is what was embedded last under its key."""
+        latest = self._latest.get(message_key(message, position))
+        return latest is not None and latest[0] == message_fingerprint(message)
 
     def _append(self, vectors: Sequence[Sequence[float]]) -> None:
         np = self._np
@@ -83,21 +96,39 @@ class DenseUnits:
         embedded (messages only ever append, or a branch replaces the newest ones).
         """
         with self._lock:
-            fresh: list[Unit] = []
-            for position in range(self._start(history), len(history)):
-                message = history[position]
-                key = message_key(message, position)
-                if key in self._seen:
-                    continue
-                self._seen.add(key)
-                fresh.extend(
-                    split_message(message, message_id=key, position=position, size=self.size)
-                )
-            for start in range(0, len(fresh), BATCH):
-                batch = fresh[start : start + BATCH]
-                self._append(self.embeddings.embed_documents([u.text for u in batch]))
-                self.units.extend(batch)
-            return len(fresh)
+            return self._embed(history, range(self._start(history), len(history)))
+
+    def reembed(self, history: Sequence[BaseMessage], position: int) -> int:
+        """Embed the message at ``position`` again if it changed (an edit under its id that
+        `sync` did not reach); returns how many units were added."""
+        with self._lock:
+            return self._embed(history, (position,))
+
+    def _embed(self, history: Sequence[BaseMessage], positions: Iterable[int]) -> int:
+        fresh: list[Unit] = []
+        embedding: list[int] = []
+        for position in positions:
+            message = history[position]
+            key, fingerprint = message_key(message, position), message_fingerprint(message)
+            latest = self._latest.get(key)
+            if latest is not None and latest[0] == fingerprint:
+                continue
+            units = split_message(message, message_id=key, position=position, size=self.size)
+            self._superseded += 0 if latest is None else latest[2]
+            number = 0 if latest is None else latest[1] + 1
+            self._latest[key] = (fingerprint, number, len(units))
+            fresh.extend(units)
+            embedding.extend([number] * len(units))
+        for start in range(0, len(fresh), BATCH):
+            batch = fresh[start : start + BATCH]
+            self._append(self.embeddings.embed_documents([u.text for u in batch]))
+            self.units.extend(batch)
+            self._embedding.extend(embedding[start : start + BATCH])
+        return len(fresh)
+
+    def _current(self, i: int) -> bool:
+        """Whether unit ``i`` belongs to the version of its message embedded last."""
+        return self._latest[self.units[i].message_id][1] == self._embedding[i]
 
     def _best(self, query_vector: list[float], limit: int) -> list[tuple[int, float]]:
         np = self._np
@@ -122,7 +153,9 @@ class DenseUnits:
             return []
         vector = _normalize(self.embeddings.embed_query(query))
         with self._lock:
-            return [RecallHit(self.units[i], score) for i, score in self._best(vector, limit)]
+            best = self._best(vector, limit + self._superseded)
+            hits = [RecallHit(self.units[i], score) for i, score in best if self._current(i)]
+        return hits[:limit]
 
 
 def _numpy() -> Any:

@@ -131,16 +131,32 @@ class RecallHit:
     source: str = "session"
 
 
+#: What an index records of one message: ``(position, message id, fingerprint)``; the
+#: fingerprint (`ctxpolicy.recall.ingest.message_fingerprint`) is None where none was
+#: recorded (an index written before fingerprints were kept, a memory item).
+IndexedMessage = tuple[int, str, str | None]
+#: One message to index: ``(position, message id, units, fingerprint)``, or without
+#: the fingerprint (``(position, message id, units)``: recorded as None).
+MessageEntry = tuple[int, str, Sequence[Unit], str | None] | tuple[int, str, Sequence[Unit]]
+
+
+def entry_fingerprint(entry: MessageEntry) -> str | None:
+    """The fingerprint of a `MessageEntry` (None when it has none)."""
+    return entry[3] if len(entry) == 4 else None
+
+
 @runtime_checkable
 class RecallIndex(Protocol):
     """A per-thread full-text index of units (see the module docstring)."""
 
-    def indexed_messages(self, thread: str) -> list[tuple[int, str]]:
-        """``(position, message id)`` of every message indexed for ``thread``, by position."""
+    def indexed_messages(self, thread: str) -> list[IndexedMessage]:
+        """``(position, message id, fingerprint)`` of every message indexed for ``thread``,
+        by position (the fingerprint is None where none was recorded)."""
         ...
 
-    def add_messages(self, thread: str, messages: Sequence[tuple[int, str, Sequence[Unit]]]) -> int:
-        """Index ``(position, message id, units)`` entries; ids already indexed are skipped.
+    def add_messages(self, thread: str, messages: Sequence[MessageEntry]) -> int:
+        """Index ``(position, message id, units, fingerprint)`` entries (the fingerprint
+        may be left out); ids already indexed are skipped.
 
         Returns:
             How many messages were new.
@@ -165,8 +181,11 @@ __all__ = [
     "STATEMENT_BOOST",
     "STOPWORDS",
     "UNIT_COLUMNS",
+    "IndexedMessage",
+    "MessageEntry",
     "RecallHit",
     "RecallIndex",
+    "entry_fingerprint",
     "query_terms",
     "terms_within_budget",
     "unit_from_row",

@@ -1,12 +1,14 @@
 """Indexing a session's history incrementally: only messages the index has not seen.
 
-`HistorySync` remembers, per thread, the message ids it has indexed in session order
-(loaded once from the index, so it survives a restart with a durable backend). A call
-with the history compares the id at the end of what it knows; when that matches, only
-the messages after it are split and indexed. When it does not (a branch, an edit, a
+`HistorySync` remembers, per thread, the message ids it has indexed in session order,
+with each message's fingerprint (a digest of its content; loaded once from the index, so
+it survives a restart with a durable backend). A call with the history compares the id
+and fingerprint at the end of what it knows; when they match, only the messages after it
+are split and indexed. When they do not (a branch, an edit that kept the id, a
 checkpoint restored to an earlier step) it walks back to the last position that still
-matches and indexes from there. The index's unique key on ``(thread, message id)``
-makes a repeated or concurrent indexing of the same message a no-op.
+matches, removes what the index holds after it and no longer matches, and indexes from
+there. The index's unique key on ``(thread, message id)`` makes a repeated or concurrent
+indexing of the same message a no-op.
 
 See docs/recall.md, "Indexing".
 """
@@ -38,6 +40,17 @@ def message_key(message: BaseMessage, position: int | None = None) -> str:
     """
     if message.id:
         return str(message.id)
+    digest = message_fingerprint(message)
+    return f"~{digest}" if position is None else f"~{position}:{digest}"
+
+
+def message_fingerprint(message: BaseMessage) -> str:
+    """A digest of what a message says: its type, text, tool calls and tool call id.
+
+    Two messages with the same fingerprint index to the same units. The index keeps it
+    beside the message id, so a message replaced under its id by an edited one (LangGraph
+    ``add_messages`` replaces by id) is noticed and indexed again.
+    """
     call_id = str(getattr(message, "tool_call_id", "") or "")
     calls = json.dumps(
         [[c.get("name"), c.get("args"), c.get("id")] for c in getattr(message, "tool_calls", [])],
@@ -45,10 +58,9 @@ def message_key(message: BaseMessage, position: int | None = None) -> str:
         ensure_ascii=False,
         default=str,
     )
-    digest = hashlib.blake2b(
+    return hashlib.blake2b(
         f"{message.type}\x00{call_id}\x00{calls}\x00{message.text}".encode(), digest_size=12
     ).hexdigest()
-    return f"~{digest}" if position is None else f"~{position}:{digest}"
 
 
 def thread_key(history: Sequence[BaseMessage], explicit: str | None = None) -> str:
@@ -100,8 +112,10 @@ class HistorySync:
     position ``p``), the history is read as starting at ``p`` and nothing is forgotten;
     the summarized messages stay searchable. A history that differs after a common
     start is a restore to an earlier step: the messages of the abandoned branch are
-    removed from the index. (Compaction is recognised by message id, so id-less
-    messages, which LangGraph never produces, are always read from position 0.)
+    removed from the index. A message replaced under its id by one that says something
+    else (an edit) differs too: its old units are removed and the new ones indexed.
+    (Compaction is recognised by message id, so id-less messages, which LangGraph never
+    produces, are always read from position 0.)
 
     Thread-safe: one lock per instance (indexing is quick and incremental).
     """
@@ -111,15 +125,18 @@ class HistorySync:
         self.size = size or UnitSize()
         self._known: dict[str, list[str]] = {}
         self._where: dict[str, dict[str, int]] = {}
+        self._prints: dict[str, dict[str, str | None]] = {}
         self._lock = threading.Lock()
 
-    def _log(self, thread: str) -> tuple[list[str], dict[str, int]]:
+    def _log(self, thread: str) -> tuple[list[str], dict[str, int], dict[str, str | None]]:
         known = self._known.get(thread)
         if known is None:
-            known = [mid for _, mid in self.index.indexed_messages(thread)]
+            rows = self.index.indexed_messages(thread)
+            known = [row[1] for row in rows]
             self._known[thread] = known
             self._where[thread] = {mid: i for i, mid in enumerate(known)}
-        return known, self._where[thread]
+            self._prints[thread] = {row[1]: row[2] for row in rows}
+        return known, self._where[thread], self._prints[thread]
 
     @staticmethod
     def _offset(log: list[str], where: dict[str, int], history: Sequence[BaseMessage]) -> int:
@@ -131,21 +148,40 @@ class HistorySync:
         return where.get(first, 0)
 
     @staticmethod
-    def _start(log: list[str], history: Sequence[BaseMessage], offset: int) -> int:
-        """First session position of ``history`` that the index may not have."""
+    def _start(
+        log: list[str],
+        prints: dict[str, str | None],
+        history: Sequence[BaseMessage],
+        offset: int,
+    ) -> int:
+        """First session position of ``history`` that the index may not have.
+
+        A position matches when the index has the same message id there and, if it
+        recorded a fingerprint, the same fingerprint (an index written before
+        fingerprints were kept records none: its messages match by id).
+        """
         position = min(len(log), offset + len(history)) - 1
-        while position >= offset and (
-            message_key(history[position - offset], position) != log[position]
-        ):
+        while position >= offset:
+            message = history[position - offset]
+            key = log[position]
+            if message_key(message, position) == key:
+                recorded = prints.get(key)
+                if recorded is None or recorded == message_fingerprint(message):
+                    break
             position -= 1
         return max(position + 1, offset)
 
     def sync(self, thread: str, history: Sequence[BaseMessage]) -> Synced:
-        """Index the messages of ``history`` that ``thread`` has not indexed yet."""
+        """Index the messages of ``history`` that ``thread`` has not indexed yet.
+
+        Also removes what the index holds from the first position that no longer matches
+        on and that this history does not say: an abandoned branch, or the old version of
+        a message edited under its id.
+        """
         with self._lock:
-            log, where = self._log(thread)
+            log, where, prints = self._log(thread)
             offset = self._offset(log, where, history)
-            start = self._start(log, history, offset)
+            start = self._start(log, prints, history, offset)
             if start >= offset + len(history):
                 return Synced(0, offset)
             known = set(log[start:])
@@ -155,33 +191,78 @@ class HistorySync:
             while len(log) < start:  # a gap cannot happen with an offset from the log
                 log.append("")
             fresh = history[start - offset :]
+            keys = [message_key(m, start + i) for i, m in enumerate(fresh)]
+            fingerprints = [message_fingerprint(m) for m in fresh]
             if known:
-                # a restore to an earlier step: what the old branch said after it is gone
-                current = {message_key(m, start + i) for i, m in enumerate(fresh)}
-                abandoned = [mid for mid in known if mid not in current]
+                # a restore to an earlier step or an edit: what the index holds from here
+                # on and this history does not say is gone
+                current = dict(zip(keys, fingerprints, strict=True))
+                abandoned = [
+                    mid
+                    for mid in known
+                    if mid not in current or prints.get(mid) not in (None, current[mid])
+                ]
                 self.index.forget_messages(thread, abandoned)
                 known -= set(abandoned)
+                for mid in abandoned:
+                    prints.pop(mid, None)
             before = history[max(0, start - offset - 8) : start - offset]
             names = _tool_names(before) | _tool_names(fresh)
-            entries: list[tuple[int, str, Sequence[Unit]]] = []
+            entries: list[tuple[int, str, Sequence[Unit], str | None]] = []
             for i, message in enumerate(fresh):
-                position = start + i
-                key = message_key(message, position)
+                position, key = start + i, keys[i]
                 where[key] = len(log)
                 log.append(key)
                 if key in known:
                     continue
+                prints[key] = fingerprints[i]
                 units = split_message(
                     message, message_id=key, position=position, tool_names=names, size=self.size
                 )
-                entries.append((position, key, units))
+                entries.append((position, key, units, fingerprints[i]))
             return Synced(self.index.add_messages(thread, entries), offset)
+
+    def is_current(self, thread: str, message_id: str, message: BaseMessage) -> bool:
+        """Whether the index holds what ``message`` (indexed as ``message_id``) says now.
+
+        False for a message edited under its id after it was indexed while the messages
+        after it stayed the same (`sync` walks back from the end and stops before it);
+        True when the index recorded no fingerprint for it.
+        """
+        with self._lock:
+            _, _, prints = self._log(thread)
+            recorded = prints.get(message_id)
+        return recorded is None or recorded == message_fingerprint(message)
+
+    def reindex(
+        self, thread: str, history: Sequence[BaseMessage], offset: int, position: int
+    ) -> None:
+        """Index the message at session ``position`` of ``history`` (which starts at
+        ``offset``) again, replacing what the index holds for its id (an edit that
+        `is_current` found)."""
+        at = position - offset
+        message = history[at]
+        key = message_key(message, position)
+        fingerprint = message_fingerprint(message)
+        units = split_message(
+            message,
+            message_id=key,
+            position=position,
+            tool_names=_tool_names(history[max(0, at - 8) : at]),
+            size=self.size,
+        )
+        with self._lock:
+            _, _, prints = self._log(thread)
+            self.index.forget_messages(thread, [key])
+            self.index.add_messages(thread, [(position, key, units, fingerprint)])
+            prints[key] = fingerprint
 
     def forget(self, thread: str) -> None:
         """Drop the cached id log of ``thread`` (it is reloaded from the index when needed)."""
         with self._lock:
             self._known.pop(thread, None)
             self._where.pop(thread, None)
+            self._prints.pop(thread, None)
 
 
-__all__ = ["HistorySync", "Synced", "message_key", "thread_key"]
+__all__ = ["HistorySync", "Synced", "message_fingerprint", "message_key", "thread_key"]

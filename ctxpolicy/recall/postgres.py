@@ -6,8 +6,10 @@ from ``schema_prefix`` (default ``ctxpolicy_recall``), created on first use
 (``CREATE ... IF NOT EXISTS`` under a transaction-level advisory lock, so processes
 that start together do not race on the DDL):
 
-- ``<prefix>_message``: which message ids a thread has indexed (with the counts of
-  their units and tokens), primary key ``(thread, message_id)``.
+- ``<prefix>_message``: which message ids a thread has indexed (with each message's
+  fingerprint and the counts of its units and tokens), primary key
+  ``(thread, message_id)``. A table created before fingerprints were kept gets the
+  column (``ADD COLUMN IF NOT EXISTS``); its rows keep a null fingerprint.
   `PostgresRecallIndex.add_messages` inserts the message rows with ``ON CONFLICT DO
   NOTHING ... RETURNING`` and the units of the rows that were new only, in one
   transaction: a message indexed twice, even by two processes racing, is
@@ -74,7 +76,10 @@ from typing import TYPE_CHECKING, Any
 from ctxpolicy.recall.index import (
     MAX_RANKED_POSTINGS,
     STATEMENT_BOOST,
+    IndexedMessage,
+    MessageEntry,
     RecallHit,
+    entry_fingerprint,
     terms_within_budget,
     unit_from_row,
 )
@@ -251,9 +256,12 @@ class PostgresRecallIndex:
             sql.SQL(
                 "CREATE TABLE IF NOT EXISTS {message} ("
                 "thread text NOT NULL, message_id text NOT NULL, position bigint NOT NULL, "
-                "units integer NOT NULL, tokens integer NOT NULL, "
+                "units integer NOT NULL, tokens integer NOT NULL, fingerprint text, "
                 "PRIMARY KEY (thread, message_id))"
             ).format(message=self._message),
+            sql.SQL("ALTER TABLE {message} ADD COLUMN IF NOT EXISTS fingerprint text").format(
+                message=self._message
+            ),
             sql.SQL(
                 "CREATE TABLE IF NOT EXISTS {unit} ("
                 "id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, "
@@ -279,19 +287,20 @@ class PostgresRecallIndex:
             for statement in statements:
                 conn.execute(statement)
 
-    def indexed_messages(self, thread: str) -> list[tuple[int, str]]:
-        """``(position, message id)`` of every message indexed for ``thread``, by position."""
+    def indexed_messages(self, thread: str) -> list[IndexedMessage]:
+        """``(position, message id, fingerprint)`` of every message indexed for ``thread``,
+        by position."""
         from psycopg import sql
 
         query = sql.SQL(
-            "SELECT position, message_id FROM {message} WHERE thread = %s "
+            "SELECT position, message_id, fingerprint FROM {message} WHERE thread = %s "
             "ORDER BY position, message_id"
         ).format(message=self._message)
         with self._pool.connection() as conn:
             rows = conn.execute(query, (_clean(thread),)).fetchall()
-        return [(int(p), str(m)) for p, m in rows]
+        return [(int(p), str(m), None if f is None else str(f)) for p, m, f in rows]
 
-    def add_messages(self, thread: str, messages: Sequence[tuple[int, str, Sequence[Unit]]]) -> int:
+    def add_messages(self, thread: str, messages: Sequence[MessageEntry]) -> int:
         """Index new messages of ``thread`` in one transaction; known ids are skipped.
 
         Returns:
@@ -304,10 +313,10 @@ class PostgresRecallIndex:
         thread = _clean(thread)
         first = _first_of_each(messages)
         insert = sql.SQL(
-            "INSERT INTO {message} (thread, message_id, position, units, tokens) "
-            "SELECT %s, m, p, n, k "
-            "FROM unnest(%s::text[], %s::bigint[], %s::integer[], %s::integer[]) "
-            "AS t(m, p, n, k) ORDER BY m "
+            "INSERT INTO {message} (thread, message_id, position, units, tokens, fingerprint) "
+            "SELECT %s, m, p, n, k, f "
+            "FROM unnest(%s::text[], %s::bigint[], %s::integer[], %s::integer[], %s::text[]) "
+            "AS t(m, p, n, k, f) ORDER BY m "
             "ON CONFLICT DO NOTHING RETURNING message_id"
         ).format(message=self._message)
         copy = sql.SQL(
@@ -504,23 +513,29 @@ class PostgresRecallIndex:
         self._pool.close()
 
 
-def _first_of_each(
-    messages: Sequence[tuple[int, str, Sequence[Unit]]],
-) -> dict[str, tuple[int, list[tuple[Unit, int]]]]:
-    """``{clean message id: (position, [(unit, tokens)])}``, the first entry of each id."""
-    first: dict[str, tuple[int, list[tuple[Unit, int]]]] = {}
-    for position, message_id, units in messages:
+#: One message to insert: its position, its units with their tokens, its fingerprint.
+_Entry = tuple[int, list[tuple[Unit, int]], str | None]
+
+
+def _first_of_each(messages: Sequence[MessageEntry]) -> dict[str, _Entry]:
+    """``{clean message id: (position, [(unit, tokens)], fingerprint)}``, the first entry
+    of each id."""
+    first: dict[str, _Entry] = {}
+    for entry in messages:
+        position, message_id, units = entry[:3]
         key = _clean(message_id)
         if key not in first:
-            first[key] = (position, [(unit, _tokens(unit)) for unit in units])
+            first[key] = (
+                position,
+                [(unit, _tokens(unit)) for unit in units],
+                entry_fingerprint(entry),
+            )
     return first
 
 
-def _message_params(
-    thread: str, first: dict[str, tuple[int, list[tuple[Unit, int]]]]
-) -> tuple[Any, ...]:
+def _message_params(thread: str, first: dict[str, _Entry]) -> tuple[Any, ...]:
     """The parameters of the message insert: thread, then ids, positions, unit and token
-    counts (one array each, in the order of ``first``)."""
+    counts and fingerprints (one array each, in the order of ``first``)."""
     ids = list(first)
     return (
         thread,
@@ -528,11 +543,12 @@ def _message_params(
         [first[m][0] for m in ids],
         [len(first[m][1]) for m in ids],
         [sum(tokens for _, tokens in first[m][1]) for m in ids],
+        [first[m][2] for m in ids],
     )
 
 
 def _new_unit_rows(
-    thread: str, new: Sequence[str], first: dict[str, tuple[int, list[tuple[Unit, int]]]]
+    thread: str, new: Sequence[str], first: dict[str, _Entry]
 ) -> Iterator[tuple[Any, ...]]:
     """The unit rows of the ``new`` messages, by message position (COPY order)."""
     for message_id in sorted(new, key=lambda m: first[m][0]):

@@ -239,13 +239,20 @@ class Recaller:
         if not terms:
             return RecallResult(None, (), indexed, thread)
 
+        edited: set[int] = set()
+
         def in_history(position: int, message_id: str) -> bool:
             # below the offset: a message a compaction folded into the summary (this
             # session's own past: a restore's abandoned branch is removed at the sync)
             at = position - offset
             if at < 0:
                 return True
-            return at < len(history) and message_key(history[at], position) == message_id
+            if at >= len(history) or message_key(history[at], position) != message_id:
+                return False
+            if self.sync.is_current(thread, message_id, history[at]):
+                return True
+            edited.add(position)  # edited under its id, the later messages unchanged
+            return False
 
         header = DEFAULT_HEADER if self.spec.header is None else self.spec.header
         cap = request.cap_tokens
@@ -262,8 +269,22 @@ class Recaller:
             )
             # lines are counted one by one; the joined text can differ by a token or two
             if text is None or request.count_tokens(text) <= request.cap_tokens or cap <= 0:
+                if edited:
+                    self._reindex(request, thread, offset, sorted(edited))
                 return RecallResult(text, units, indexed, thread)
             cap -= max(8, request.count_tokens(text) - request.cap_tokens)
+
+    def _reindex(
+        self, request: RecallRequest, thread: str, offset: int, positions: Sequence[int]
+    ) -> None:
+        """Index (and embed) again the messages edited under their ids at ``positions``:
+        searchable as they read now from the next call on."""
+        self._last = None  # the spare step must not reuse hits of the old text
+        dense = self._dense.get(thread)
+        for position in positions:
+            self.sync.reindex(thread, request.history, offset, position)
+            if dense is not None:
+                dense.reembed(request.history, position - offset)
 
     def close(self) -> None:
         """Close the index."""

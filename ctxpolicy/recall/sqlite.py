@@ -1,10 +1,12 @@
 """SQLite FTS5 recall index (the embedded default), from the standard library.
 
 One database holds every thread: ``recall_message`` records which message ids a thread
-has indexed (primary key ``(thread, message_id)``, so a message is indexed once even if
-two callers race), ``recall_unit`` holds the units and ``recall_fts`` is an FTS5 index
-over them (``porter unicode61`` tokenizer, ranked with bm25). ``path=":memory:"`` keeps
-it in the process; a file path makes it durable across restarts (WAL mode).
+has indexed, with each message's fingerprint (primary key ``(thread, message_id)``, so a
+message is indexed once even if two callers race), ``recall_unit`` holds the units and
+``recall_fts`` is an FTS5 index over them (``porter unicode61`` tokenizer, ranked with
+bm25). ``path=":memory:"`` keeps it in the process; a file path makes it durable across
+restarts (WAL mode). A database written before fingerprints were kept gets the column
+when it is opened; its messages keep a null fingerprint.
 
 See docs/recall.md, "Backends".
 """
@@ -19,17 +21,21 @@ from pathlib import Path
 from ctxpolicy.recall.index import (
     MAX_RANKED_POSTINGS,
     STATEMENT_BOOST,
+    IndexedMessage,
+    MessageEntry,
     RecallHit,
+    entry_fingerprint,
     terms_within_budget,
     unit_from_row,
 )
-from ctxpolicy.recall.units import Unit, states_value
+from ctxpolicy.recall.units import states_value
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS recall_message (
     thread TEXT NOT NULL,
     message_id TEXT NOT NULL,
     position INTEGER NOT NULL,
+    fingerprint TEXT,
     PRIMARY KEY (thread, message_id)
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS recall_unit (
@@ -57,6 +63,10 @@ CREATE VIRTUAL TABLE IF NOT EXISTS recall_fts USING fts5(
 _WEIGHTS = (1.0, 0.3, 0.5)
 
 
+def _columns(conn: sqlite3.Connection, table: str) -> set[str]:
+    return {str(row[1]) for row in conn.execute(f"PRAGMA table_info({table})")}
+
+
 def _match_expression(terms: Sequence[str]) -> str:
     return " OR ".join('"' + term.replace('"', '""') + '"' for term in terms)
 
@@ -80,23 +90,42 @@ class SQLiteRecallIndex:
             self._conn.execute("PRAGMA synchronous=NORMAL")
             self._conn.execute("PRAGMA busy_timeout=10000")
         self._conn.executescript(_SCHEMA)
+        self._add_fingerprints()
         self._df: dict[str, tuple[int, int]] = {}
         self._units = self._conn.execute("SELECT count(*) FROM recall_unit").fetchone()[0]
 
     def __repr__(self) -> str:
         return f"SQLiteRecallIndex(path={self.path!r})"
 
-    def indexed_messages(self, thread: str) -> list[tuple[int, str]]:
-        """``(position, message id)`` of every message indexed for ``thread``, by position."""
+    def _add_fingerprints(self) -> None:
+        """Give a database written before fingerprints were kept its ``fingerprint`` column.
+
+        Its messages keep a null fingerprint: they match by id (see `HistorySync`).
+        """
+        conn = self._conn
+        if "fingerprint" in _columns(conn, "recall_message"):
+            return
+        conn.execute("BEGIN IMMEDIATE")  # another process may be adding it right now
+        try:
+            if "fingerprint" not in _columns(conn, "recall_message"):
+                conn.execute("ALTER TABLE recall_message ADD COLUMN fingerprint TEXT")
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+
+    def indexed_messages(self, thread: str) -> list[IndexedMessage]:
+        """``(position, message id, fingerprint)`` of every message indexed for ``thread``,
+        by position."""
         with self._lock:
             rows = self._conn.execute(
-                "SELECT position, message_id FROM recall_message WHERE thread = ? "
-                "ORDER BY position",
+                "SELECT position, message_id, fingerprint FROM recall_message "
+                "WHERE thread = ? ORDER BY position",
                 (thread,),
             ).fetchall()
-        return [(int(p), str(m)) for p, m in rows]
+        return [(int(p), str(m), None if f is None else str(f)) for p, m, f in rows]
 
-    def add_messages(self, thread: str, messages: Sequence[tuple[int, str, Sequence[Unit]]]) -> int:
+    def add_messages(self, thread: str, messages: Sequence[MessageEntry]) -> int:
         """Index new messages of ``thread`` in one transaction; known ids are skipped.
 
         Returns:
@@ -109,11 +138,12 @@ class SQLiteRecallIndex:
             conn = self._conn
             conn.execute("BEGIN IMMEDIATE")
             try:
-                for position, message_id, units in messages:
+                for entry in messages:
+                    position, message_id, units = entry[:3]
                     cursor = conn.execute(
-                        "INSERT OR IGNORE INTO recall_message (thread, message_id, position) "
-                        "VALUES (?, ?, ?)",
-                        (thread, message_id, position),
+                        "INSERT OR IGNORE INTO recall_message "
+                        "(thread, message_id, position, fingerprint) VALUES (?, ?, ?, ?)",
+                        (thread, message_id, position, entry_fingerprint(entry)),
                     )
                     if cursor.rowcount != 1:
                         continue

@@ -66,7 +66,7 @@ def test_a_restore_to_an_earlier_step_forgets_the_abandoned_branch() -> None:
     assert sync.sync("t", [*base, HumanMessage("branch two says mango", id="b2")]).added == 1
     assert not index.search("t", ["kiwi"], limit=5)
     assert [h.unit.message_id for h in index.search("t", ["mango"], limit=5)] == ["b2"]
-    assert "b1" not in {mid for _, mid in index.indexed_messages("t")}
+    assert "b1" not in {mid for _, mid, _ in index.indexed_messages("t")}
     # going back to the first branch indexes it again
     assert sync.sync("t", [*base, HumanMessage("branch one says kiwi", id="b1")]).added == 1
 
@@ -77,7 +77,7 @@ def test_file_index_survives_a_restart(tmp_path: Path) -> None:
     HistorySync(first).sync("t", history(30))
     first.close()
     again = SQLiteRecallIndex(path)
-    assert [mid for _, mid in again.indexed_messages("t")][:2] == ["mh0", "ma0"]
+    assert [mid for _, mid, _ in again.indexed_messages("t")][:2] == ["mh0", "ma0"]
     assert HistorySync(again).sync("t", history(30)).added == 0
     assert again.search("t", ["svc29"], limit=1)[0].unit.message_id in {"mh29", "ma29"}
 

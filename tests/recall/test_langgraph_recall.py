@@ -67,7 +67,7 @@ def build(tmp_path: Path, model: ToolModel, long_session) -> tuple[Any, PolicyEn
 
 def indexed(engine: PolicyEngine, thread: str) -> Counter[str]:
     index = engine.recaller("recall__context").index
-    return Counter(mid for _, mid in index.indexed_messages(thread))
+    return Counter(mid for _, mid, _ in index.indexed_messages(thread))
 
 
 def run_session(app: Any, chat_turns: int, config: dict[str, Any]) -> dict[str, Any]:
@@ -115,3 +115,42 @@ def test_a_resume_after_a_failed_model_call_indexes_nothing_twice(
     assert set(counts.values()) == {1}
     assert set(counts) == {m.id for m in state["messages"]}
     assert FACT in "\n".join(str(m.content) for m in model2.seen[-1])
+
+
+def test_a_fact_corrected_by_time_travel_is_recalled_as_corrected(
+    tmp_path: Path, long_session
+) -> None:
+    """LangGraph time travel: fork before the reply, edit the human message under its id.
+
+    Many turns later the corrected fact is recalled and the one the user took back is not
+    (neither the edited message's old text nor the abandoned reply).
+    """
+    turns = 16
+    replies = [AIMessage("Deploying the nightly load to walrus-3.")]
+    replies += [AIMessage("Deploying the nightly load to narwhal-5.")]
+    replies += [
+        AIMessage(f"Batch {i} is fine; " + "all rows were loaded. " * 20) for i in range(turns)
+    ]
+    replies += [AIMessage("done")]
+    model = ToolModel(responses=replies)
+    app, engine = build(tmp_path, model, long_session)
+    config = {"configurable": {"thread_id": "ops-3"}}
+    app.invoke({"messages": [HumanMessage("Deploy to replica walrus-3.", id="deploy")]}, config)
+    fork = next(
+        s
+        for s in app.get_state_history(config)
+        if s.next == ("agent",) and s.values["messages"][-1].id == "deploy"
+    )
+    forked = app.update_state(
+        fork.config, {"messages": [HumanMessage("Deploy to replica narwhal-5.", id="deploy")]}
+    )
+    app.invoke(None, forked)
+    for i in range(turns):
+        app.invoke({"messages": [HumanMessage(f"How did batch {i} go?")]}, config)
+    app.invoke({"messages": [HumanMessage("Which replica did the nightly load go to?")]}, config)
+    last_prompt = "\n".join(str(m.content) for m in model.seen[-1])
+    assert not any(m.id == "deploy" for m in model.seen[-1])  # out of the kept history
+    assert "narwhal-5" in last_prompt  # recalled
+    assert "walrus-3" not in last_prompt
+    index = engine.recaller("recall__context").index
+    assert index.search("ops-3", ["walrus"], limit=5) == []

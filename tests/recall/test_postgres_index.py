@@ -19,7 +19,7 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
 from ctxpolicy.recall.index import RecallIndex, query_terms
-from ctxpolicy.recall.ingest import HistorySync
+from ctxpolicy.recall.ingest import HistorySync, message_fingerprint
 from ctxpolicy.recall.sqlite import SQLiteRecallIndex
 from ctxpolicy.recall.units import Unit
 
@@ -132,7 +132,9 @@ def test_reindexing_adds_nothing_and_a_new_index_finds_everything(
     # "restart": another index object (another process) on the same tables
     second = open_index()
     log = second.indexed_messages("r")
-    assert log == [(i, m.id) for i, m in enumerate(history)] + [(10, "n10")]
+    assert log == [(i, m.id, message_fingerprint(m)) for i, m in enumerate(history)] + [
+        (10, "n10", None)
+    ]
     assert HistorySync(second).sync("r", history).added == 0
     assert best(second, "r", "Who is on call this week?").message_id == "u4"
     assert second.search("r", ["zebra"], limit=5)[0].unit.message_id == "n10"
@@ -175,7 +177,7 @@ def test_hostile_terms_and_text_neither_break_nor_inject(open_index, postgres_ds
     (hit,) = index.search("th'read\\", ["ops"], limit=5)
     assert hit.unit.message_id == "h'0\\"
     assert "\x00" not in hit.unit.text and "\ufffd" in hit.unit.text
-    assert index.indexed_messages("th'read\\") == [(0, "h'0\\")]
+    assert index.indexed_messages("th'read\\") == [(0, "h'0\\", None)]
     assert scalar(postgres_dsn, f"SELECT count(*) FROM {prefix}_unit") == 1
 
 
@@ -438,7 +440,7 @@ def test_a_restore_forgets_the_abandoned_branch_like_sqlite(open_index) -> None:
     assert sync.sync("t", [*base, HumanMessage("branch two says mango", id="m")]).added == 1
     assert not index.search("t", ["kiwi"], limit=3)
     assert [h.unit.message_id for h in index.search("t", ["mango"], limit=3)] == ["m"]
-    assert "k" not in {mid for _, mid in index.indexed_messages("t")}
+    assert "k" not in {mid for _, mid, _ in index.indexed_messages("t")}
 
 
 def test_every_term_scores_but_only_rows_with_a_rare_one_are_ranked(

@@ -143,10 +143,14 @@ def test_rows_of_a_batch_first_of_each_id_cleaned_and_in_position_order() -> Non
     u2 = Unit("b\x00", 3, 1, "tool", "sh", 5, 5, "two words")
     u3 = unit("a", 1, "just one")
     u4 = unit("b\ufffd", 5, "ignored duplicate")
-    first = _first_of_each([(3, "b\x00", [u1, u2]), (1, "a", [u3]), (5, "b\ufffd", [u4])])
-    assert first == {"b\ufffd": (3, [(u1, 5), (u2, 3)]), "a": (1, [(u3, 2)])}
+    first = _first_of_each(
+        [(3, "b\x00", [u1, u2], "f3"), (1, "a", [u3]), (5, "b\ufffd", [u4], "f5")]
+    )
+    assert first == {"b\ufffd": (3, [(u1, 5), (u2, 3)], "f3"), "a": (1, [(u3, 2)], None)}
     assert list(first) == ["b\ufffd", "a"]
-    assert _message_params("th", first) == ("th", ["b\ufffd", "a"], [3, 1], [2, 1], [8, 2])
+    assert _message_params("th", first) == (
+        "th", ["b\ufffd", "a"], [3, 1], [2, 1], [8, 2], ["f3", None]
+    )  # fmt: skip
     rows = list(_new_unit_rows("th", ["b\ufffd", "a"], first))
     assert rows == [
         ("th", "a", 1, 0, "user", None, 1, 1, "just one", "", 2, False),
@@ -284,11 +288,11 @@ def test_scores_ties_limits_and_forgetting(
     # same position: by message id
     batch = [(0, "x2\x00", [unit("x2\x00", 0, "kiwi")]), (0, "x1", [])]
     assert index.add_messages(G, batch) == 2
-    assert index.indexed_messages(G) == [(0, "x1"), (0, "x2\ufffd")]
+    assert index.indexed_messages(G) == [(0, "x1", None), (0, "x2\ufffd", None)]
     # forgetting a thread that was never searched, and one whose counts are cached
     assert index.forget_messages(G, []) == 0
     assert index.forget_messages(G, ["x2\x00", "nope"]) == 1
-    assert index.indexed_messages(G) == [(0, "x1")]
+    assert index.indexed_messages(G) == [(0, "x1", None)]
     assert index.ranked_terms(S, ["epsilon", "delta"]) == ["epsilon", "delta"]
     assert index.forget_messages(S, ["m2"]) == 1
     assert index.ranked_terms(S, ["epsilon", "delta"]) == ["delta"]
@@ -335,7 +339,7 @@ def test_one_connection_commits_and_reconnects_after_a_loss(
         assert index.add_messages("t", [(0, "m0", [unit("m0", 0, "kiwi")])]) == 1
         assert rows_of(postgres_dsn, count) == [(1,)]  # committed, seen by others
         index._pool._conn.close()  # the connection is lost
-        assert index.indexed_messages("t") == [(0, "m0")]
+        assert index.indexed_messages("t") == [(0, "m0", None)]
         assert index.add_messages("t", [(1, "m1", [unit("m1", 1, "fig")])]) == 1
         assert rows_of(postgres_dsn, count) == [(2,)]
 
@@ -360,7 +364,7 @@ def test_the_pool_is_configured_as_documented_and_survives_a_lost_connection(
             # the server drops the pool's connection: the pool checks and replaces it
             assert rows_of(postgres_dsn, f"SELECT pg_terminate_backend({pid}, 10000)") == [(True,)]
             assert index.add_messages("t", [(0, "m0", [unit("m0", 0, "kiwi")])]) == 1
-            assert index.indexed_messages("t") == [(0, "m0")]
+            assert index.indexed_messages("t") == [(0, "m0", None)]
         assert pool.closed
         with pytest.raises(psycopg_pool.PoolClosed):
             index.indexed_messages("t")

@@ -17,7 +17,13 @@ from ctxpolicy.errors import CollectorError
 from ctxpolicy.policy import RecallCollectorSpec
 from ctxpolicy.recall.dense import BATCH, DenseUnits, _normalize
 from ctxpolicy.recall.index import RecallHit, RecallIndex
-from ctxpolicy.recall.ingest import HistorySync, Synced, message_key, thread_key
+from ctxpolicy.recall.ingest import (
+    HistorySync,
+    Synced,
+    message_fingerprint,
+    message_key,
+    thread_key,
+)
 from ctxpolicy.recall.recaller import (
     MEMORY_POSITION_BASE,
     RRF_K,
@@ -59,7 +65,7 @@ def test_add_search_and_forget_exactly() -> None:
     assert index.add_messages("t", [(0, "a", [u("a", 0, "again")])]) == 0
     assert index.add_messages("t", []) == 0
     assert index.add_messages("other", [(5, "a", [u("a", 5, "alpha in other")])]) == 1
-    assert index.indexed_messages("t") == [(0, "a"), (1, "b")]
+    assert index.indexed_messages("t") == [(0, "a", None), (1, "b", None)]
     hits = index.search("t", ["alpha"], limit=5)
     assert [(h.unit.message_id, h.unit.statement, h.source) for h in hits] == [
         ("a", True, "session"),
@@ -77,7 +83,7 @@ def test_add_search_and_forget_exactly() -> None:
     ]
     assert index.forget_messages("t", ["a", "zz"]) == 1
     assert index.forget_messages("t", []) == 0
-    assert index.indexed_messages("t") == [(1, "b")]
+    assert index.indexed_messages("t") == [(1, "b", None)]
     assert [h.unit.message_id for h in index.search("t", ["alpha"], limit=5)] == ["b"]
     assert index.search("t", ["gamma"], limit=5) == []
     count = index._conn.execute("SELECT count(*) FROM recall_unit WHERE thread = 't'").fetchone()
@@ -125,7 +131,7 @@ def test_file_index_uses_wal_and_memory_does_not(tmp_path: Path) -> None:
     with pytest.raises(sqlite3.ProgrammingError):
         index.indexed_messages("t")
     again = SQLiteRecallIndex(path)
-    assert again.indexed_messages("t") == [(0, "a")]
+    assert again.indexed_messages("t") == [(0, "a", None)]
     assert again._units == 1
     memory = SQLiteRecallIndex()
     assert memory._conn.execute("PRAGMA busy_timeout").fetchone() == (5000,)
@@ -155,7 +161,7 @@ def test_a_failed_forget_is_rolled_back() -> None:
     index.add_messages("t", [(0, "a", [u("a", 0, "hello")])])
     with pytest.raises(sqlite3.ProgrammingError):
         index.forget_messages("t", ["a", object()])  # type: ignore[list-item]
-    assert index.indexed_messages("t") == [(0, "a")]
+    assert index.indexed_messages("t") == [(0, "a", None)]
     assert [h.unit.message_id for h in index.search("t", ["hello"], limit=5)] == ["a"]
     assert index.forget_messages("t", ["a"]) == 1
 
@@ -250,7 +256,7 @@ def test_sync_reports_added_and_offset_and_forgets_only_the_abandoned() -> None:
     assert sync.sync("t", [a, c, hm(3)]) == Synced(1, 0)
     # a compacted history: starts at a known message
     assert sync.sync("t", [c, hm(3), hm(4)]) == Synced(1, 1)
-    assert [mid for _, mid in index.indexed_messages("t")] == ["m0", "m2", "m3", "m4"]
+    assert [mid for _, mid, _ in index.indexed_messages("t")] == ["m0", "m2", "m3", "m4"]
 
 
 def test_a_history_starting_with_an_unknown_message_is_read_from_position_zero() -> None:
@@ -258,7 +264,7 @@ def test_a_history_starting_with_an_unknown_message_is_read_from_position_zero()
     sync = HistorySync(index)
     sync.sync("t", [hm(0), hm(1)])
     assert sync.sync("t", [hm(9)]) == Synced(1, 0)
-    assert index.indexed_messages("t") == [(0, "m9")]
+    assert index.indexed_messages("t") == [(0, "m9", message_fingerprint(hm(9)))]
 
 
 def test_forget_reloads_the_log_from_the_index() -> None:
@@ -818,7 +824,7 @@ def test_a_known_message_after_the_restore_point_is_kept_and_later_ones_are_adde
     assert sync.sync("t", [a, b, c]) == Synced(3, 0)
     assert sync.sync("t", [a, c, d]) == Synced(1, 0)
     assert index.forgotten == [["m1"]]
-    assert [mid for _, mid in index.indexed_messages("t")] == ["m0", "m2", "m3"]
+    assert [mid for _, mid, _ in index.indexed_messages("t")] == ["m0", "m2", "m3"]
 
 
 def test_id_less_messages_with_the_same_text_are_read_from_position_zero() -> None:
@@ -827,7 +833,7 @@ def test_id_less_messages_with_the_same_text_are_read_from_position_zero() -> No
     same = [HumanMessage("same words"), HumanMessage("same words")]
     assert sync.sync("t", same) == Synced(2, 0)
     assert sync.sync("t", [*same, HumanMessage("third")]) == Synced(1, 0)
-    assert [p for p, _ in index.indexed_messages("t")] == [0, 1, 2]
+    assert [p for p, _, _ in index.indexed_messages("t")] == [0, 1, 2]
 
 
 def test_a_first_repeat_searches_and_a_query_of_none_reuses_nothing() -> None:
@@ -869,7 +875,10 @@ def test_a_new_history_sync_reads_the_log_of_its_thread_from_the_index() -> None
     # another engine after a restart: the restore forgets the abandoned messages
     assert HistorySync(index).sync("t", [hm(0), hm(5)]) == Synced(1, 0)
     assert index.forgotten == [["m1", "m2"]] or index.forgotten == [["m2", "m1"]]
-    assert index.indexed_messages("t") == [(0, "m0"), (1, "m5")]
+    assert index.indexed_messages("t") == [
+        (0, "m0", message_fingerprint(hm(0))),
+        (1, "m5", message_fingerprint(hm(5))),
+    ]
 
 
 def test_the_walk_back_stops_at_the_newest_position_that_matches() -> None:
@@ -936,7 +945,7 @@ def test_a_known_message_does_not_stop_the_batch() -> None:
     index.add_messages("t", [(0, "a", [u("a", 0, "first")])])
     batch = [(0, "a", [u("a", 0, "first")]), (1, "b", [u("b", 1, "second")])]
     assert index.add_messages("t", batch) == 1
-    assert index.indexed_messages("t") == [(0, "a"), (1, "b")]
+    assert index.indexed_messages("t") == [(0, "a", None), (1, "b", None)]
 
 
 def test_a_unit_without_tool_indexes_no_tool_word() -> None:
