@@ -239,7 +239,7 @@ class Recaller:
         if not terms:
             return RecallResult(None, (), indexed, thread)
 
-        edited: set[int] = set()
+        current: dict[int, bool] = {}  # by position: a message's units share the check
 
         def in_history(position: int, message_id: str) -> bool:
             # below the offset: a message a compaction folded into the summary (this
@@ -249,10 +249,11 @@ class Recaller:
                 return True
             if at >= len(history) or message_key(history[at], position) != message_id:
                 return False
-            if self.sync.is_current(thread, message_id, history[at]):
-                return True
-            edited.add(position)  # edited under its id, the later messages unchanged
-            return False
+            found = current.get(position)
+            if found is None:
+                # False: edited under its id while the later messages stayed the same
+                found = current[position] = self.sync.is_current(thread, message_id, history[at])
+            return found
 
         header = DEFAULT_HEADER if self.spec.header is None else self.spec.header
         cap = request.cap_tokens
@@ -269,8 +270,9 @@ class Recaller:
             )
             # lines are counted one by one; the joined text can differ by a token or two
             if text is None or request.count_tokens(text) <= request.cap_tokens or cap <= 0:
+                edited = sorted(p for p, ok in current.items() if not ok)
                 if edited:
-                    self._reindex(request, thread, offset, sorted(edited))
+                    self._reindex(request, thread, offset, edited)
                 return RecallResult(text, units, indexed, thread)
             cap -= max(8, request.count_tokens(text) - request.cap_tokens)
 

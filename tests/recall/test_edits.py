@@ -293,3 +293,19 @@ def test_a_recall_with_embeddings_reembeds_what_it_found_edited() -> None:
     # only the dense ranking can find the message now (bm25 has no "walrus" left)
     assert found(recaller.index, "walrus") == []
     assert all("walrus" not in text for text in ask(recaller, changed, "walrus", services=services))
+
+
+def test_the_units_of_one_message_share_one_check() -> None:
+    recaller = Recaller(RecallCollectorSpec(type="recall", header=""))
+    dump = "\n".join(f"02:{i:02d} walrus replica line {i}" for i in range(6))
+    history = [HumanMessage(dump, id="dump"), *long_session_history()[2:]]
+    checked: list[str] = []
+    is_current = recaller.sync.is_current
+
+    def counting(thread: str, message_id: str, message: BaseMessage) -> bool:
+        checked.append(message_id)
+        return is_current(thread, message_id, message)
+
+    recaller.sync.is_current = counting  # type: ignore[method-assign]
+    assert len(ask(recaller, history, "walrus replica")) == 6
+    assert checked == ["dump"]
