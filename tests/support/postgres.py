@@ -4,6 +4,10 @@ Used by the scale-out tests (LangGraph's Postgres checkpointer across OS process
 Runs ``initdb`` into a temp folder and ``pg_ctl start`` on a free loopback port; when
 the tests run as root (CI containers do), the server runs as the ``postgres`` user,
 because PostgreSQL refuses to run as root. Everything is removed at the end.
+
+A test process killed before its end (a mutation-testing timeout sends SIGKILL) cannot
+stop its server: each server's folder records the test process that owns it, and the
+next start stops and removes the servers whose owner is gone (`sweep_orphans`).
 """
 
 from __future__ import annotations
@@ -43,10 +47,64 @@ def _as_server_user(cmd: list[str]) -> list[str]:
     return ["runuser", "-u", "postgres", "--", *cmd]
 
 
+PREFIX = "ctxpolicy-pg-"
+#: The file in a server's folder naming the test process that started it.
+OWNER = "owner.pid"
+
+
+def alive(pid: int) -> bool:
+    """Whether process ``pid`` runs (a zombie, dead but not yet reaped, does not)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        pass
+    try:  # Linux: the state follows the command name in parentheses
+        state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+    except (OSError, IndexError):
+        return True
+    return state != "Z"
+
+
+def stop_server(bindir: Path, base: Path) -> None:
+    """Stop the server in ``base`` (if it has one) and remove the folder."""
+    data = base / "data"
+    if data.exists():
+        subprocess.run(
+            _as_server_user(
+                [str(bindir / "pg_ctl"), "-D", str(data), "-m", "immediate", "-w", "stop"]
+            ),
+            check=False,
+            capture_output=True,
+            timeout=60,
+        )
+    shutil.rmtree(base, ignore_errors=True)
+
+
+def sweep_orphans(bindir: Path, *, root: Path | None = None) -> list[Path]:
+    """Stop and remove the servers whose owning test process is gone; returns their folders.
+
+    A folder without an owner file (still being set up, or from an older suite) is left.
+    """
+    swept = []
+    for base in sorted(Path(root or tempfile.gettempdir()).glob(f"{PREFIX}*")):
+        try:
+            owner = int((base / OWNER).read_text(encoding="ascii"))
+        except (OSError, ValueError):
+            continue
+        if not alive(owner):
+            stop_server(bindir, base)
+            swept.append(base)
+    return swept
+
+
 @contextlib.contextmanager
 def running_postgres(bindir: Path) -> Iterator[str]:
     """Start a server, yield its DSN, stop and delete it afterwards."""
-    base = Path(tempfile.mkdtemp(prefix="ctxpolicy-pg-"))
+    sweep_orphans(bindir)
+    base = Path(tempfile.mkdtemp(prefix=PREFIX))
+    (base / OWNER).write_text(str(os.getpid()), encoding="ascii")
     data = base / "data"
     sockets = base / "sock"
     sockets.mkdir()
@@ -102,13 +160,4 @@ def running_postgres(bindir: Path) -> Iterator[str]:
         )
         yield f"postgresql://ctxpolicy@127.0.0.1:{port}/postgres"
     finally:
-        if data.exists():
-            subprocess.run(
-                _as_server_user(
-                    [str(bindir / "pg_ctl"), "-D", str(data), "-m", "immediate", "-w", "stop"]
-                ),
-                check=False,
-                capture_output=True,
-                timeout=60,
-            )
-        shutil.rmtree(base, ignore_errors=True)
+        stop_server(bindir, base)
