@@ -1,0 +1,136 @@
+"""Edges of the edit handling (tests/recall/test_edits.py) that mutation testing found open:
+id-less appends, a re-index after a compaction, and the SQLite column upgrade racing
+another process or failing."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+
+import ctxpolicy.recall.sqlite as sqlite_module
+from ctxpolicy.policy import RecallCollectorSpec
+from ctxpolicy.recall.ingest import HistorySync, Synced, message_fingerprint
+from ctxpolicy.recall.recaller import Recaller
+from ctxpolicy.recall.sqlite import SQLiteRecallIndex
+from tests.recall.test_edits import OLD_SCHEMA, WordEmbeddings, ask
+
+
+class Recording(SQLiteRecallIndex):
+    def __init__(self, path: str | Path = ":memory:") -> None:
+        super().__init__(path)
+        self.forgotten: list[list[str]] = []
+
+    def forget_messages(self, thread: str, message_ids) -> int:  # type: ignore[no-untyped-def]
+        self.forgotten.append(list(message_ids))
+        return super().forget_messages(thread, message_ids)
+
+
+def test_appending_id_less_messages_stops_the_walk_at_the_last_known_one() -> None:
+    index = Recording()
+    sync = HistorySync(index)
+    history: list[BaseMessage] = [HumanMessage(f"line {i}") for i in range(5)]
+    sync.sync("t", history)
+    assert sync.sync("t", [*history, HumanMessage("line 5")]) == Synced(1, 0)
+    assert index.forgotten == []  # nothing was walked back over, nothing to forget
+
+
+def compacted_session() -> list[BaseMessage]:
+    """Filler, a tool result buried in the middle, then more filler (positions 0-28)."""
+    history: list[BaseMessage] = []
+    for i in range(3):
+        history += [HumanMessage(f"status {i}", id=f"h{i}"), AIMessage(f"ok {i}", id=f"a{i}")]
+    call = {"name": "get_logs", "args": {}, "id": "c1"}
+    history.append(AIMessage("", tool_calls=[call], id="call"))  # position 6
+    history.append(ToolMessage("02:41 walrus replica exhausted", tool_call_id="c1", id="logs"))
+    history.append(AIMessage("Noted.", id="noted"))
+    for i in range(3, 13):
+        history += [HumanMessage(f"status {i}", id=f"h{i}"), AIMessage(f"ok {i}", id=f"a{i}")]
+    return history
+
+
+def test_a_reindex_after_a_compaction_replaces_the_edited_message_at_its_position() -> None:
+    spec = RecallCollectorSpec(type="recall", header="", embeddings="emb")
+    recaller = Recaller(spec)
+    services = {"emb": WordEmbeddings()}
+    history = compacted_session()
+    ask(recaller, history, "replica exhausted", services=services)
+    shown = history[4:]  # a summary replaced the 4 oldest messages: offset 4
+    assert recaller.sync.sync("t", shown) == Synced(0, 4)
+    at = 7 - 4
+    edited = ToolMessage("02:41 narwhal replica exhausted", tool_call_id="c1", id="logs")
+    shown = [*shown[:at], edited, *shown[at + 1 :]]
+    texts = ask(recaller, shown, "replica exhausted walrus", services=services)
+    assert "02:41 walrus replica exhausted" not in texts
+    (hit,) = recaller.index.search("t", ["narwhal"], limit=5)
+    assert (hit.unit.message_id, hit.unit.position, hit.unit.tool) == ("logs", 7, "get_logs")
+    assert recaller.index.search("t", ["walrus"], limit=5) == []
+    assert recaller.index.indexed_messages("t")[7] == (7, "logs", message_fingerprint(edited))
+    assert recaller.sync.is_current("t", "logs", edited)
+    assert not recaller.sync.is_current("t", "logs", history[7])
+    dense = recaller._dense["t"].search("narwhal", limit=1)
+    assert [(h.unit.message_id, h.unit.text) for h in dense] == [
+        ("logs", "02:41 narwhal replica exhausted")
+    ]
+
+
+def test_a_tool_result_right_after_its_call_keeps_the_tool_name_when_reindexed() -> None:
+    recaller = Recaller(RecallCollectorSpec(type="recall", header=""))
+    history = compacted_session()[6:]  # the call at 0, its result at 1
+    ask(recaller, history, "replica exhausted")
+    edited = ToolMessage("02:41 narwhal replica exhausted", tool_call_id="c1", id="logs")
+    ask(recaller, [history[0], edited, *history[2:]], "replica exhausted")
+    (hit,) = recaller.index.search("t", ["narwhal"], limit=5)
+    assert hit.unit.tool == "get_logs"
+
+
+def old_database(path: Path) -> None:
+    with sqlite3.connect(path) as conn:
+        conn.executescript(OLD_SCHEMA)
+
+
+def test_a_column_another_process_added_meanwhile_is_not_added_twice(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "old.db"
+    old_database(path)
+    real = sqlite_module._columns
+    calls: list[str] = []
+
+    def racing(conn: sqlite3.Connection, table: str) -> set[str]:
+        calls.append(table)
+        if len(calls) == 1:  # the first look: not there yet; then another process adds it
+            with sqlite3.connect(path) as other:
+                other.execute("ALTER TABLE recall_message ADD COLUMN fingerprint TEXT")
+            return {"thread", "message_id", "position"}
+        return real(conn, table)
+
+    monkeypatch.setattr(sqlite_module, "_columns", racing)
+    index = SQLiteRecallIndex(path)
+    assert calls == ["recall_message", "recall_message"]
+    assert index.indexed_messages("t") == [(0, "h0", None)]
+    assert not index._conn.in_transaction
+
+
+def test_a_failed_column_upgrade_is_rolled_back_and_raised(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "old.db"
+    old_database(path)
+    real = sqlite_module._columns
+    calls: list[str] = []
+
+    def failing(conn: sqlite3.Connection, table: str) -> set[str]:
+        calls.append(table)
+        if len(calls) == 2:  # inside the transaction
+            raise sqlite3.OperationalError("disk I/O error (simulated)")
+        return real(conn, table)
+
+    monkeypatch.setattr(sqlite_module, "_columns", failing)
+    with pytest.raises(sqlite3.OperationalError, match="simulated"):
+        SQLiteRecallIndex(path)
+    monkeypatch.setattr(sqlite_module, "_columns", real)
+    # nothing half done: the database is unlocked and upgrades on the next open
+    assert SQLiteRecallIndex(path).indexed_messages("t") == [(0, "h0", None)]
