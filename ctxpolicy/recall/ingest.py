@@ -86,6 +86,20 @@ def _tool_names(messages: Sequence[BaseMessage]) -> dict[str, str]:
     return names
 
 
+def _caller_of(history: Sequence[BaseMessage], at: int) -> dict[str, str]:
+    """The tool name of the call that the message at ``at`` answers, if it answers one:
+    the nearest earlier AI message that made the call (however many results came
+    between)."""
+    call_id = getattr(history[at], "tool_call_id", None)
+    if not call_id:
+        return {}
+    for before in range(at - 1, -1, -1):
+        names = _tool_names(history[before : before + 1])
+        if call_id in names:
+            return {call_id: names[call_id]}
+    return {}
+
+
 @dataclass(frozen=True, slots=True)
 class Synced:
     """What one `HistorySync.sync` did.
@@ -248,7 +262,7 @@ class HistorySync:
             message,
             message_id=key,
             position=position,
-            tool_names=_tool_names(history[max(0, at - 8) : at]),
+            tool_names=_caller_of(history, at),
             size=self.size,
         )
         with self._lock:

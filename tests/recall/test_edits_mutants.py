@@ -134,3 +134,28 @@ def test_a_failed_column_upgrade_is_rolled_back_and_raised(
     monkeypatch.setattr(sqlite_module, "_columns", real)
     # nothing half done: the database is unlocked and upgrades on the next open
     assert SQLiteRecallIndex(path).indexed_messages("t") == [(0, "h0", None)]
+
+
+def test_a_reindexed_result_of_the_tenth_parallel_call_is_named_after_its_tool() -> None:
+    calls = [{"name": f"tool_{i}", "args": {}, "id": f"c{i}"} for i in range(10)]
+    history: list[BaseMessage] = [
+        HumanMessage("check every replica", id="ask"),
+        AIMessage("", tool_calls=calls, id="calls"),
+        *(ToolMessage(f"replica {i} fine", tool_call_id=f"c{i}", id=f"r{i}") for i in range(10)),
+        AIMessage("All fine.", id="done"),
+    ]
+    for i in range(10):
+        history += [HumanMessage(f"status {i}", id=f"h{i}"), AIMessage(f"ok {i}", id=f"a{i}")]
+    recaller = Recaller(RecallCollectorSpec(type="recall", header=""))
+    ask(recaller, history, "replica fine")
+    history[11] = ToolMessage("replica 9 walrus degraded", tool_call_id="c9", id="r9")
+    ask(recaller, history, "replica fine")
+    (hit,) = recaller.index.search("t", ["walrus"], limit=5)
+    assert (hit.unit.message_id, hit.unit.tool) == ("r9", "tool_9")
+    # a result whose call is not in the history (a compaction took it) has no tool name
+    orphan = [ToolMessage("replica 9 narwhal degraded", tool_call_id="c9", id="r9"), *history[12:]]
+    sync = HistorySync(SQLiteRecallIndex())
+    sync.sync("t", orphan[:1])
+    sync.reindex("t", orphan, 0, 0)
+    (hit,) = sync.index.search("t", ["narwhal"], limit=5)
+    assert hit.unit.tool is None
