@@ -159,3 +159,15 @@ def test_a_reindexed_result_of_the_tenth_parallel_call_is_named_after_its_tool()
     sync.reindex("t", orphan, 0, 0)
     (hit,) = sync.index.search("t", ["narwhal"], limit=5)
     assert hit.unit.tool is None
+
+
+def test_an_up_to_date_index_opens_while_another_connection_writes(tmp_path: Path) -> None:
+    path = tmp_path / "recall.db"
+    SQLiteRecallIndex(path).close()
+    with sqlite3.connect(path, isolation_level=None) as other:
+        other.execute("BEGIN IMMEDIATE")  # a writer holds the lock
+        other.execute("INSERT INTO recall_message VALUES ('w', 'm', 0, NULL)")
+        index = SQLiteRecallIndex(path)  # no upgrade to make: no lock to wait for
+        assert index.indexed_messages("t") == []
+        other.execute("COMMIT")
+    assert index.indexed_messages("w") == [(0, "m", None)]
