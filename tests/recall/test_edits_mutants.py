@@ -171,3 +171,15 @@ def test_an_up_to_date_index_opens_while_another_connection_writes(tmp_path: Pat
         assert index.indexed_messages("t") == []
         other.execute("COMMIT")
     assert index.indexed_messages("w") == [(0, "m", None)]
+
+
+def test_a_reindex_splits_with_the_recall_layers_unit_size() -> None:
+    recaller = Recaller(RecallCollectorSpec(type="recall", header="", max_unit_chars=40))
+    history = compacted_session()
+    ask(recaller, history, "replica exhausted")
+    line = "02:41 walrus replica exhausted on the primary and on every standby node"
+    history[7] = ToolMessage(line, tool_call_id="c1", id="logs")
+    ask(recaller, history, "replica exhausted")
+    units = [h.unit.text for h in recaller.index.search("t", ["standby", "walrus"], limit=5)]
+    assert len(units) == 2  # cut at 40 characters, as when it was first indexed
+    assert all(len(text) <= 40 for text in units)
