@@ -172,7 +172,8 @@ class HistorySync:
 
         A position matches when the index has the same message id there and, if it
         recorded a fingerprint, the same fingerprint (an index written before
-        fingerprints were kept records none: its messages match by id).
+        fingerprints were kept records none: its messages match by id). An id-less
+        message's key is its content's digest: the key alone decides.
         """
         position = min(len(log), offset + len(history)) - 1
         while position >= offset:
@@ -180,7 +181,9 @@ class HistorySync:
             key = log[position]
             if message_key(message, position) == key:
                 recorded = prints.get(key)
-                if recorded is None or recorded == message_fingerprint(message):
+                if not message.id or recorded is None:
+                    break
+                if recorded == message_fingerprint(message):
                     break
             position -= 1
         return max(position + 1, offset)

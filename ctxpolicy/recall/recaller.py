@@ -249,10 +249,13 @@ class Recaller:
                 return True
             if at >= len(history) or message_key(history[at], position) != message_id:
                 return False
+            message = history[at]
+            if not message.id:  # an id-less message's key is its content's digest
+                return True
             found = current.get(position)
             if found is None:
                 # False: edited under its id while the later messages stayed the same
-                found = current[position] = self.sync.is_current(thread, message_id, history[at])
+                found = current[position] = self.sync.is_current(thread, message_id, message)
             return found
 
         header = DEFAULT_HEADER if self.spec.header is None else self.spec.header
