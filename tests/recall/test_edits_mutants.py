@@ -183,3 +183,15 @@ def test_a_reindex_splits_with_the_recall_layers_unit_size() -> None:
     units = [h.unit.text for h in recaller.index.search("t", ["standby", "walrus"], limit=5)]
     assert len(units) == 2  # cut at 40 characters, as when it was first indexed
     assert all(len(text) <= 40 for text in units)
+
+
+def test_appending_to_a_log_without_fingerprints_stops_the_walk_at_the_last_known_message(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "old.db"
+    old_database(path)  # h0 indexed, no fingerprint recorded
+    index = Recording(path)
+    sync = HistorySync(index)
+    history = [HumanMessage("Set up the nightly load.", id="h0"), AIMessage("Done.", id="a0")]
+    assert sync.sync("t", history) == Synced(1, 0)
+    assert index.forgotten == []  # h0 matched by id: nothing walked back over
