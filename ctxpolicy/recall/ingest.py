@@ -100,6 +100,11 @@ def _caller_of(history: Sequence[BaseMessage], at: int) -> dict[str, str]:
     return {}
 
 
+#: How many message fingerprints `HistorySync` remembers by message object (then it
+#: starts over): more than the messages one recall call checks.
+MAX_REMEMBERED = 4096
+
+
 @dataclass(frozen=True, slots=True)
 class Synced:
     """What one `HistorySync.sync` did.
@@ -140,6 +145,8 @@ class HistorySync:
         self._known: dict[str, list[str]] = {}
         self._where: dict[str, dict[str, int]] = {}
         self._prints: dict[str, dict[str, str | None]] = {}
+        # id(message): (message, its content object, fingerprint), see `_fingerprint`
+        self._seen: dict[int, tuple[BaseMessage, object, str]] = {}
         self._lock = threading.Lock()
 
     def _log(self, thread: str) -> tuple[list[str], dict[str, int], dict[str, str | None]]:
@@ -249,7 +256,20 @@ class HistorySync:
         with self._lock:
             _, _, prints = self._log(thread)
             recorded = prints.get(message_id)
-        return recorded is None or recorded == message_fingerprint(message)
+            return recorded is None or recorded == self._fingerprint(message)
+
+    def _fingerprint(self, message: BaseMessage) -> str:
+        """`message_fingerprint`, remembered for the message object while its content
+        object stays the same (a recall checks the same messages call after call; a
+        content assigned anew is hashed again)."""
+        seen = self._seen.get(id(message))
+        if seen is not None and seen[0] is message and seen[1] is message.content:
+            return seen[2]
+        fingerprint = message_fingerprint(message)
+        if len(self._seen) >= MAX_REMEMBERED:
+            self._seen.clear()
+        self._seen[id(message)] = (message, message.content, fingerprint)
+        return fingerprint
 
     def reindex(
         self, thread: str, history: Sequence[BaseMessage], offset: int, position: int

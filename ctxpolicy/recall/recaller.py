@@ -239,7 +239,11 @@ class Recaller:
         if not terms:
             return RecallResult(None, (), indexed, thread)
 
-        current: dict[int, bool] = {}  # by position: a message's units share the check
+        # messages edited under their ids (the later ones unchanged): never shown; a
+        # message is checked only once one of its units would be shown (few per call)
+        stale: set[int] = set()
+        checked: set[int] = set()
+        positions = {hit.unit.message_id: hit.unit.position for hit in hits}
 
         def in_history(position: int, message_id: str) -> bool:
             # below the offset: a message a compaction folded into the summary (this
@@ -247,15 +251,25 @@ class Recaller:
             at = position - offset
             if at < 0:
                 return True
-            if at >= len(history) or message_key(history[at], position) != message_id:
-                return False
-            message = history[at]
-            if not message.id:  # an id-less message's key is its content's digest
-                return True
-            found = current.get(position)
-            if found is None:
-                # False: edited under its id while the later messages stayed the same
-                found = current[position] = self.sync.is_current(thread, message_id, message)
+            return (
+                at < len(history)
+                and position not in stale
+                and message_key(history[at], position) == message_id
+            )
+
+        def found_stale(units: Sequence[RecalledUnit]) -> bool:
+            """Check the messages of ``units`` not checked yet; True if one was edited."""
+            found = False
+            for unit in units:
+                position = positions.get(unit.message_id, -1)
+                if position < offset or position in checked:
+                    continue  # memory, summarized, or checked already
+                checked.add(position)
+                message = history[position - offset]
+                # an id-less message's key is its content's digest: no edit to find
+                if message.id and not self.sync.is_current(thread, unit.message_id, message):
+                    stale.add(position)
+                    found = True
             return found
 
         header = DEFAULT_HEADER if self.spec.header is None else self.spec.header
@@ -271,11 +285,12 @@ class Recaller:
                 count_tokens=request.count_tokens,
                 header=header,
             )
+            if found_stale(units):
+                continue  # select again without the edited messages' units
             # lines are counted one by one; the joined text can differ by a token or two
             if text is None or request.count_tokens(text) <= request.cap_tokens or cap <= 0:
-                edited = sorted(p for p, ok in current.items() if not ok)
-                if edited:
-                    self._reindex(request, thread, offset, edited)
+                if stale:
+                    self._reindex(request, thread, offset, sorted(stale))
                 return RecallResult(text, units, indexed, thread)
             cap -= max(8, request.count_tokens(text) - request.cap_tokens)
 

@@ -13,7 +13,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 import ctxpolicy.recall.sqlite as sqlite_module
 from ctxpolicy.policy import RecallCollectorSpec
 from ctxpolicy.recall.ingest import HistorySync, Synced, message_fingerprint
-from ctxpolicy.recall.recaller import Recaller
+from ctxpolicy.recall.recaller import Recaller, RecallRequest
 from ctxpolicy.recall.sqlite import SQLiteRecallIndex
 from tests.recall.test_edits import OLD_SCHEMA, WordEmbeddings, ask
 
@@ -195,3 +195,75 @@ def test_appending_to_a_log_without_fingerprints_stops_the_walk_at_the_last_know
     history = [HumanMessage("Set up the nightly load.", id="h0"), AIMessage("Done.", id="a0")]
     assert sync.sync("t", history) == Synced(1, 0)
     assert index.forgotten == []  # h0 matched by id: nothing walked back over
+
+
+def test_only_the_messages_of_shown_units_are_checked() -> None:
+    history: list[BaseMessage] = [
+        HumanMessage(f"walrus replica note number {i}", id=f"n{i}") for i in range(30)
+    ]
+    history += [HumanMessage("latest", id="last"), AIMessage("ok", id="ok")]
+    recaller = Recaller(RecallCollectorSpec(type="recall", header=""))
+    checked: list[str] = []
+    is_current = recaller.sync.is_current
+
+    def counting(thread: str, message_id: str, message: BaseMessage) -> bool:
+        checked.append(message_id)
+        return is_current(thread, message_id, message)
+
+    recaller.sync.is_current = counting  # type: ignore[method-assign]
+    request = RecallRequest(
+        layer="recall__context",
+        query="walrus replica",
+        history=history,
+        kept_from=len(history) - 2,
+        prompt_text="",
+        cap_tokens=15,  # room for two of the thirty matching lines
+        count_tokens=lambda text: len(text.split()),
+        thread_id="t",
+        services={},
+    )
+    shown = recaller.recall(request).units
+    assert len(shown) == 2
+    assert sorted(checked) == sorted(u.message_id for u in shown)
+
+
+def test_a_fingerprint_is_remembered_for_the_same_message_until_its_content_changes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import ctxpolicy.recall.ingest as ingest
+
+    sync = HistorySync(SQLiteRecallIndex())
+    message = HumanMessage("the replica is walrus", id="m")
+    sync.sync("t", [message])
+    hashed: list[str] = []
+    real = ingest.message_fingerprint
+
+    def counting(m: BaseMessage) -> str:
+        hashed.append(str(m.content))
+        return real(m)
+
+    monkeypatch.setattr(ingest, "message_fingerprint", counting)
+    assert sync.is_current("t", "m", message)
+    assert sync.is_current("t", "m", message)
+    assert hashed == ["the replica is walrus"]  # once for the same object
+    message.content = "the replica is narwhal"  # a content assigned anew is hashed again
+    assert not sync.is_current("t", "m", message)
+    assert hashed == ["the replica is walrus", "the replica is narwhal"]
+    copy = HumanMessage("the replica is walrus", id="m")  # another object: hashed
+    assert sync.is_current("t", "m", copy)
+    assert len(hashed) == 3
+
+
+def test_the_remembered_fingerprints_start_over_when_full(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import ctxpolicy.recall.ingest as ingest
+
+    monkeypatch.setattr(ingest, "MAX_REMEMBERED", 2)
+    sync = HistorySync(SQLiteRecallIndex())
+    messages = [HumanMessage(f"line {i}", id=f"m{i}") for i in range(3)]
+    sync.sync("t", messages)
+    for message in messages:
+        assert sync.is_current("t", str(message.id), message)
+    assert len(sync._seen) == 1  # the third started over
+    assert sync._seen[id(messages[2])][2] == message_fingerprint(messages[2])
