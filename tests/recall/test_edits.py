@@ -295,10 +295,8 @@ def test_a_recall_with_embeddings_reembeds_what_it_found_edited() -> None:
     assert all("walrus" not in text for text in ask(recaller, changed, "walrus", services=services))
 
 
-def test_the_units_of_one_message_share_one_check() -> None:
-    recaller = Recaller(RecallCollectorSpec(type="recall", header=""))
-    dump = "\n".join(f"02:{i:02d} walrus replica line {i}" for i in range(6))
-    history = [HumanMessage(dump, id="dump"), *long_session_history()[2:]]
+def count_checks(recaller: Recaller) -> list[str]:
+    """The message ids ``recaller`` checks for edits from now on (`HistorySync.is_current`)."""
     checked: list[str] = []
     is_current = recaller.sync.is_current
 
@@ -307,5 +305,13 @@ def test_the_units_of_one_message_share_one_check() -> None:
         return is_current(thread, message_id, message)
 
     recaller.sync.is_current = counting  # type: ignore[method-assign]
+    return checked
+
+
+def test_the_units_of_one_message_share_one_check() -> None:
+    recaller = Recaller(RecallCollectorSpec(type="recall", header=""))
+    dump = "\n".join(f"02:{i:02d} walrus replica line {i}" for i in range(6))
+    history = [HumanMessage(dump, id="dump"), *long_session_history()[2:]]
+    checked = count_checks(recaller)
     assert len(ask(recaller, history, "walrus replica")) == 6
     assert checked == ["dump"]

@@ -15,7 +15,7 @@ from ctxpolicy.policy import RecallCollectorSpec
 from ctxpolicy.recall.ingest import HistorySync, Synced, message_fingerprint
 from ctxpolicy.recall.recaller import Recaller, RecallRequest
 from ctxpolicy.recall.sqlite import SQLiteRecallIndex
-from tests.recall.test_edits import OLD_SCHEMA, WordEmbeddings, ask
+from tests.recall.test_edits import OLD_SCHEMA, WordEmbeddings, ask, count_checks
 
 
 class Recording(SQLiteRecallIndex):
@@ -203,14 +203,7 @@ def test_only_the_messages_of_shown_units_are_checked() -> None:
     ]
     history += [HumanMessage("latest", id="last"), AIMessage("ok", id="ok")]
     recaller = Recaller(RecallCollectorSpec(type="recall", header=""))
-    checked: list[str] = []
-    is_current = recaller.sync.is_current
-
-    def counting(thread: str, message_id: str, message: BaseMessage) -> bool:
-        checked.append(message_id)
-        return is_current(thread, message_id, message)
-
-    recaller.sync.is_current = counting  # type: ignore[method-assign]
+    checked = count_checks(recaller)
     request = RecallRequest(
         layer="recall__context",
         query="walrus replica",
