@@ -17,7 +17,7 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ctxpolicy.recall.index import RecallHit
-from ctxpolicy.recall.ingest import message_fingerprint, message_key
+from ctxpolicy.recall.ingest import message_version
 from ctxpolicy.recall.units import Unit, UnitSize, split_message
 
 if TYPE_CHECKING:
@@ -69,8 +69,9 @@ class DenseUnits:
 
     def _embedded(self, message: BaseMessage, position: int) -> bool:
         """Whether what ``message`` says now is what was embedded last under its key."""
-        latest = self._latest.get(message_key(message, position))
-        return latest is not None and latest[0] == message_fingerprint(message)
+        key, fingerprint = message_version(message, position)
+        latest = self._latest.get(key)
+        return latest is not None and latest[0] == fingerprint
 
     def _append(self, vectors: Sequence[Sequence[float]]) -> None:
         np = self._np
@@ -109,7 +110,7 @@ class DenseUnits:
         embedding: list[int] = []
         for position in positions:
             message = history[position]
-            key, fingerprint = message_key(message, position), message_fingerprint(message)
+            key, fingerprint = message_version(message, position)
             latest = self._latest.get(key)
             if latest is not None and latest[0] == fingerprint:
                 continue

@@ -44,6 +44,14 @@ def message_key(message: BaseMessage, position: int | None = None) -> str:
     return f"~{digest}" if position is None else f"~{position}:{digest}"
 
 
+def message_version(message: BaseMessage, position: int) -> tuple[str, str]:
+    """``(message_key(message, position), message_fingerprint(message))``, hashed once
+    (an id-less message's key holds its fingerprint)."""
+    fingerprint = message_fingerprint(message)
+    key = str(message.id) if message.id else f"~{position}:{fingerprint}"
+    return key, fingerprint
+
+
 def message_fingerprint(message: BaseMessage) -> str:
     """A digest of what a message says: its type, text, tool calls and tool call id.
 
@@ -168,32 +176,30 @@ class HistorySync:
             return 0
         return where.get(first, 0)
 
-    @staticmethod
     def _start(
+        self,
         log: list[str],
         prints: dict[str, str | None],
         history: Sequence[BaseMessage],
         offset: int,
     ) -> int:
-        """First session position of ``history`` that the index may not have.
-
-        A position matches when the index has the same message id there and, if it
-        recorded a fingerprint, the same fingerprint (an index written before
-        fingerprints were kept records none: its messages match by id). An id-less
-        message's key is its content's digest: the key alone decides.
-        """
+        """First session position of ``history`` that the index may not have: the walk
+        back stops at the newest position whose message has the logged key and says what
+        was indexed (`_says`)."""
         position = min(len(log), offset + len(history)) - 1
         while position >= offset:
             message = history[position - offset]
             key = log[position]
-            if message_key(message, position) == key:
-                recorded = prints.get(key)
-                if not message.id or recorded is None:
-                    break
-                if recorded == message_fingerprint(message):
-                    break
+            if message_key(message, position) == key and self._says(prints.get(key), message):
+                break
             position -= 1
         return max(position + 1, offset)
+
+    def _says(self, recorded: str | None, message: BaseMessage) -> bool:
+        """Whether ``message`` says what the index recorded for its key: always for an
+        id-less message (its key is its content's digest) and where no fingerprint was
+        recorded (an index written before fingerprints were kept: match by id)."""
+        return not message.id or recorded is None or recorded == self._fingerprint(message)
 
     def sync(self, thread: str, history: Sequence[BaseMessage]) -> Synced:
         """Index the messages of ``history`` that ``thread`` has not indexed yet.
@@ -215,8 +221,11 @@ class HistorySync:
             while len(log) < start:  # a gap cannot happen with an offset from the log
                 log.append("")
             fresh = history[start - offset :]
-            keys = [message_key(m, start + i) for i, m in enumerate(fresh)]
-            fingerprints = [message_fingerprint(m) for m in fresh]
+            keys, fingerprints = [], []
+            for i, message in enumerate(fresh):
+                key, fingerprint = message_version(message, start + i)
+                keys.append(key)
+                fingerprints.append(fingerprint)
             if known:
                 # a restore to an earlier step or an edit: what the index holds from here
                 # on and this history does not say is gone
@@ -251,12 +260,11 @@ class HistorySync:
 
         False for a message edited under its id after it was indexed while the messages
         after it stayed the same (`sync` walks back from the end and stops before it);
-        True when the index recorded no fingerprint for it.
+        see `_says` for when it is True without a comparison.
         """
         with self._lock:
             _, _, prints = self._log(thread)
-            recorded = prints.get(message_id)
-            return recorded is None or recorded == self._fingerprint(message)
+            return self._says(prints.get(message_id), message)
 
     def _fingerprint(self, message: BaseMessage) -> str:
         """`message_fingerprint`, remembered for the message object while its content
@@ -279,8 +287,7 @@ class HistorySync:
         `is_current` found)."""
         at = position - offset
         message = history[at]
-        key = message_key(message, position)
-        fingerprint = message_fingerprint(message)
+        key, fingerprint = message_version(message, position)
         units = split_message(
             message,
             message_id=key,
@@ -302,4 +309,11 @@ class HistorySync:
             self._prints.pop(thread, None)
 
 
-__all__ = ["HistorySync", "Synced", "message_fingerprint", "message_key", "thread_key"]
+__all__ = [
+    "HistorySync",
+    "Synced",
+    "message_fingerprint",
+    "message_key",
+    "message_version",
+    "thread_key",
+]

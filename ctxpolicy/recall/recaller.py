@@ -265,9 +265,7 @@ class Recaller:
                 if position < offset or position in checked:
                     continue  # memory, summarized, or checked already
                 checked.add(position)
-                message = history[position - offset]
-                # an id-less message's key is its content's digest: no edit to find
-                if message.id and not self.sync.is_current(thread, unit.message_id, message):
+                if not self.sync.is_current(thread, unit.message_id, history[position - offset]):
                     stale.add(position)
                     found = True
             return found

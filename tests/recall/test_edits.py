@@ -20,7 +20,13 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 from ctxpolicy.policy import RecallCollectorSpec
 from ctxpolicy.recall.dense import DenseUnits
 from ctxpolicy.recall.index import RecallIndex
-from ctxpolicy.recall.ingest import HistorySync, Synced, message_fingerprint
+from ctxpolicy.recall.ingest import (
+    HistorySync,
+    Synced,
+    message_fingerprint,
+    message_key,
+    message_version,
+)
 from ctxpolicy.recall.recaller import Recaller, RecallRequest
 from ctxpolicy.recall.sqlite import SQLiteRecallIndex
 
@@ -52,6 +58,11 @@ def edited(history: list[BaseMessage]) -> list[BaseMessage]:
 
 
 def test_fingerprints_differ_exactly_when_what_the_message_says_differs() -> None:
+    for message in (HumanMessage("x", id="1"), HumanMessage("x")):  # hashed once, same pair
+        assert message_version(message, 3) == (
+            message_key(message, 3),
+            message_fingerprint(message),
+        )
     same = message_fingerprint(HumanMessage("x", id="1"))
     assert same == message_fingerprint(HumanMessage("x", id="2"))  # the id is not content
     assert same != message_fingerprint(HumanMessage("y", id="1"))

@@ -5,6 +5,7 @@ another process or failing."""
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -91,25 +92,36 @@ def old_database(path: Path) -> None:
         conn.executescript(OLD_SCHEMA)
 
 
+def look_instead(
+    monkeypatch: pytest.MonkeyPatch, *, at: int, instead: Callable[[], set[str]]
+) -> list[str]:
+    """Make the ``at``-th look at a table's columns call ``instead`` (the others are real);
+    returns the tables looked at."""
+    real = sqlite_module._columns
+    looked: list[str] = []
+
+    def columns(conn: sqlite3.Connection, table: str) -> set[str]:
+        looked.append(table)
+        return instead() if len(looked) == at else real(conn, table)
+
+    monkeypatch.setattr(sqlite_module, "_columns", columns)
+    return looked
+
+
 def test_a_column_another_process_added_meanwhile_is_not_added_twice(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     path = tmp_path / "old.db"
     old_database(path)
-    real = sqlite_module._columns
-    calls: list[str] = []
 
-    def racing(conn: sqlite3.Connection, table: str) -> set[str]:
-        calls.append(table)
-        if len(calls) == 1:  # the first look: not there yet; then another process adds it
-            with sqlite3.connect(path) as other:
-                other.execute("ALTER TABLE recall_message ADD COLUMN fingerprint TEXT")
-            return {"thread", "message_id", "position"}
-        return real(conn, table)
+    def not_yet() -> set[str]:  # the first look: not there; then another process adds it
+        with sqlite3.connect(path) as other:
+            other.execute("ALTER TABLE recall_message ADD COLUMN fingerprint TEXT")
+        return {"thread", "message_id", "position"}
 
-    monkeypatch.setattr(sqlite_module, "_columns", racing)
+    looked = look_instead(monkeypatch, at=1, instead=not_yet)
     index = SQLiteRecallIndex(path)
-    assert calls == ["recall_message", "recall_message"]
+    assert looked == ["recall_message", "recall_message"]
     assert index.indexed_messages("t") == [(0, "h0", None)]
     assert not index._conn.in_transaction
 
@@ -119,19 +131,14 @@ def test_a_failed_column_upgrade_is_rolled_back_and_raised(
 ) -> None:
     path = tmp_path / "old.db"
     old_database(path)
-    real = sqlite_module._columns
-    calls: list[str] = []
 
-    def failing(conn: sqlite3.Connection, table: str) -> set[str]:
-        calls.append(table)
-        if len(calls) == 2:  # inside the transaction
-            raise sqlite3.OperationalError("disk I/O error (simulated)")
-        return real(conn, table)
+    def failing() -> set[str]:  # the second look, inside the transaction
+        raise sqlite3.OperationalError("disk I/O error (simulated)")
 
-    monkeypatch.setattr(sqlite_module, "_columns", failing)
+    look_instead(monkeypatch, at=2, instead=failing)
     with pytest.raises(sqlite3.OperationalError, match="simulated"):
         SQLiteRecallIndex(path)
-    monkeypatch.setattr(sqlite_module, "_columns", real)
+    monkeypatch.undo()
     # nothing half done: the database is unlocked and upgrades on the next open
     assert SQLiteRecallIndex(path).indexed_messages("t") == [(0, "h0", None)]
 
