@@ -110,9 +110,9 @@ class _Input(NamedTuple):
     curated: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
-class _Call:
-    """Everything one compose call needs, checked once (immutable)."""
+class _Call(NamedTuple):
+    """Everything one compose call needs, checked once (immutable; a named tuple: one is
+    made per call, and a tuple is the cheapest record to make)."""
 
     inputs: ComposeCall
     state: Mapping[str, Any]
@@ -140,6 +140,12 @@ class RecallStep:
 
     layer: PlannedLayer
     request: RecallRequest
+
+
+def _text_of(message: BaseMessage) -> str:
+    """A message's text (its content when that is a string: no text accessor built)."""
+    content = message.content
+    return content if type(content) is str else str(message.text)
 
 
 def _check_state(state: Mapping[str, Any] | None) -> Mapping[str, Any]:
@@ -285,6 +291,36 @@ def _collected_layers(policy: Policy, plan: LayerPlan) -> tuple[_CollectedLayer,
     )
 
 
+class _ProcessFacts(NamedTuple):
+    """What every call of one process needs from its plan (worked out once, see `_facts`)."""
+
+    #: the recall layers (filled after the history is cut), in plan order
+    recall_layers: tuple[PlannedLayer, ...]
+    #: their names (the layers whose cap is held for them, `ComposeCall.reserved`)
+    reserved: frozenset[str]
+    #: whether a call may summarize its history, and the fallback's warning
+    can_summarize: bool
+    summarize_warning: str | None
+    tokenizer: Tokenizer
+
+
+def _facts(plan: LayerPlan) -> _ProcessFacts:
+    """The `_ProcessFacts` of ``plan``."""
+    can_summarize, warning = _can_summarize(plan)
+    recall_layers = tuple(
+        layer
+        for layer in plan.layers
+        if layer.collector is not None and layer.collector.type == RECALL
+    )
+    return _ProcessFacts(
+        recall_layers=recall_layers,
+        reserved=frozenset(layer.name for layer in recall_layers),
+        can_summarize=can_summarize,
+        summarize_warning=warning,
+        tokenizer=get_tokenizer(plan.tokenizer),
+    )
+
+
 def _can_summarize(plan: LayerPlan) -> tuple[bool, str | None]:
     """Whether a call of ``plan`` may summarize its history, and the fallback's warning."""
     history = plan.get(CHECKPOINT_MESSAGES)
@@ -354,6 +390,7 @@ class PolicyEngine:
 
     __slots__ = (
         "_collected_layers",
+        "_facts",
         "_memories",
         "_plans",
         "_policy",
@@ -390,6 +427,9 @@ class PolicyEngine:
         # per process: the layers its collectors fill (decided once: every call asks)
         self._collected_layers: Mapping[str, tuple[_CollectedLayer, ...]] = MappingProxyType(
             {name: _collected_layers(policy, plan) for name, plan in self._plans.items()}
+        )
+        self._facts: Mapping[str, _ProcessFacts] = MappingProxyType(
+            {name: _facts(plan) for name, plan in self._plans.items()}
         )
 
     @classmethod
@@ -476,6 +516,8 @@ class PolicyEngine:
         layers = self._collected_layers.get(plan.process)
         if layers is None:  # pragma: no cover - every plan is made up front
             layers = _collected_layers(self._policy, plan)
+        if not layers:
+            return ()
         count = get_tokenizer(plan.tokenizer).count
         view = MappingProxyType(state) if isinstance(state, dict) else state
         return tuple(
@@ -505,7 +547,7 @@ class PolicyEngine:
         """
         history, curated, swapped = _curated_history(self._policy, stored)
         message = check_query_path(plan, query, history)
-        text = query if message is None else str(message.text)
+        text = query if message is None else _text_of(message)
         given = _Input(history, query, text, message, (), tuple(swapped), curated)
         spec = self._policy.layers.get(QUERY)
         if spec is None or spec.references is None or not text:
@@ -560,13 +602,11 @@ class PolicyEngine:
         stored = _stored_history(plan, state, checkpoint_messages)
         given = self._input(plan, stored, query)
         _check_thread_id(thread_id)
-        recall_layers = tuple(
-            layer
-            for layer in plan.layers
-            if layer.collector is not None
-            and layer.collector.type == RECALL
-            and layer.name not in overrides
-        )
+        facts = self._facts[plan.process]
+        recall_layers, reserved = facts.recall_layers, facts.reserved
+        if overrides and recall_layers:  # a recall layer given at runtime is not recalled
+            recall_layers = tuple(layer for layer in recall_layers if layer.name not in overrides)
+            reserved = frozenset(layer.name for layer in recall_layers)
         merged, thread_id = self._call_services(
             plan,
             services=services,
@@ -576,7 +616,7 @@ class PolicyEngine:
             thread_id=thread_id,
             recall=bool(recall_layers),
         )
-        can_summarize, warning = _can_summarize(plan)
+        warning = facts.summarize_warning
         inputs = ComposeCall(
             plan=plan,
             system_prompt=system_prompt,
@@ -585,8 +625,8 @@ class PolicyEngine:
             input_message=given.message,
             contexts=overrides,
             notes=input_notes(plan, overrides, ()),
-            reserved=frozenset(layer.name for layer in recall_layers),
-            tokenizer=get_tokenizer(plan.tokenizer),
+            reserved=reserved,
+            tokenizer=facts.tokenizer,
         )
         return _Call(
             inputs=inputs,
@@ -606,7 +646,7 @@ class PolicyEngine:
                 if warning or given.references or given.curated
                 else NO_EXTRAS
             ),
-            can_summarize=can_summarize,
+            can_summarize=facts.can_summarize,
             recall_layers=recall_layers,
             recall_query=given.text,
             thread_id=thread_id,

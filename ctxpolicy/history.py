@@ -181,12 +181,23 @@ class MessagesView(Sequence[BaseMessage]):
         return message
 
     def __iter__(self) -> Iterator[BaseMessage]:
-        for position in range(self._stop):
-            yield self._at(position)
+        return self._walk(range(self._stop))
 
     def __reversed__(self) -> Iterator[BaseMessage]:
-        for position in range(self._stop - 1, -1, -1):
-            yield self._at(position)
+        return self._walk(range(self._stop - 1, -1, -1))
+
+    def _walk(self, positions: range) -> Iterator[BaseMessage]:
+        """The items at ``positions``, as `_at` gives them (inlined: the hot path of
+        finding a call's input, the newest HumanMessage)."""
+        items, shown, converting = self._items, self._shown, self._argument is not None
+        for position in positions:
+            if shown and position in shown:
+                yield shown[position]
+                continue
+            item = items[position]
+            if converting and not isinstance(item, BaseMessage):
+                item = self._convert(position, item)
+            yield item
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, MessagesView | tuple):

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal, overload
@@ -178,7 +178,9 @@ class ComposeReport:
         tokenizer: The tokenizer that counted.
         available_tokens: Tokens the input may use.
         total_tokens: Tokens the composed messages use (``count_messages``).
-        layers: Every layer of the policy order, included or not, in order.
+        layers: Every layer of the policy order, included or not, in order. A tuple,
+            or for a composed call a `LayerReports` (each layer's report made when
+            first read; compares equal to the tuple).
         skipped: Collectors that failed with ``on_error: skip``.
         prefix_hashes: For each message position ``i``, a stable hash of messages
             ``0..i``; equal hashes between two calls mean a cacheable common prefix.
@@ -192,7 +194,7 @@ class ComposeReport:
     tokenizer: str
     available_tokens: int
     total_tokens: int
-    layers: tuple[LayerReport, ...]
+    layers: Sequence[LayerReport]
     skipped: tuple[SkippedCollector, ...] = ()
     prefix_hashes: Sequence[str] = ()
     warnings: tuple[str, ...] = ()
@@ -204,7 +206,10 @@ class ComposeReport:
         Raises:
             KeyError: ``name`` is not a layer of the policy order.
         """
-        for layer in self.layers:
+        layers = self.layers
+        if isinstance(layers, LayerReports):  # makes only the report asked for
+            return layers.named(name)
+        for layer in layers:
             if layer.name == name:
                 return layer
         raise KeyError(f"no layer {name!r} in this report")
@@ -334,6 +339,84 @@ class PrefixHashes(Sequence[str]):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (tuple, (self._hashes(),))
+
+
+class LayerReports(Sequence[LayerReport]):
+    """The `LayerReport` of each layer of a composed call, each made when first read.
+
+    Every compose call has a report, but most callers read few of its layers (the
+    LangChain middleware reads one); making every layer's frozen report up front cost a
+    tenth of a warm next turn (docs/design.md, "The next turn costs what is new").
+    Behaves like the tuple it stands for (indexing, slices as tuples, ``len``, equality
+    and hash as that tuple) and pickles as it. What it reads is the composer's record
+    of the call, which nothing changes once the call returned.
+    """
+
+    __slots__ = ("_made", "_make", "_names")
+
+    def __init__(self, names: Sequence[str], make: Callable[[int], LayerReport]) -> None:
+        self._names = tuple(names)
+        self._make = make
+        self._made: list[LayerReport | None] = [None] * len(self._names)
+
+    def _at(self, index: int) -> LayerReport:
+        made = self._made[index]
+        if made is None:
+            made = self._made[index] = self._make(index)
+        return made
+
+    def named(self, name: str) -> LayerReport:
+        """The report of layer ``name`` (made if not yet).
+
+        Raises:
+            KeyError: no layer of this report is called ``name``.
+        """
+        try:
+            index = self._names.index(name)
+        except ValueError:
+            raise KeyError(f"no layer {name!r} in this report") from None
+        return self._at(index)
+
+    def _all(self) -> tuple[LayerReport, ...]:
+        return tuple(self._at(index) for index in range(len(self._names)))
+
+    def __len__(self) -> int:
+        return len(self._names)
+
+    @overload
+    def __getitem__(self, index: int) -> LayerReport: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> tuple[LayerReport, ...]: ...
+
+    def __getitem__(self, index: int | slice) -> LayerReport | tuple[LayerReport, ...]:
+        if isinstance(index, slice):
+            return tuple(self._at(i) for i in range(*index.indices(len(self._names))))
+        size = len(self._names)
+        position = index + size if index < 0 else index
+        if not 0 <= position < size:
+            raise IndexError("LayerReports index out of range")
+        return self._at(position)
+
+    def __iter__(self) -> Iterator[LayerReport]:
+        for index in range(len(self._names)):
+            yield self._at(index)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, LayerReports):
+            return self._all() == other._all()
+        if isinstance(other, tuple):
+            return self._all() == other
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self._all())
+
+    def __repr__(self) -> str:
+        return repr(self._all())
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (tuple, (self._all(),))
 
 
 def common_prefix(a: ComposeReport, b: ComposeReport) -> int:
@@ -496,6 +579,9 @@ def build_report(
 ) -> ComposeReport:
     """The report of one composition: every layer of the policy order, in order.
 
+    Each layer's `LayerReport` is made when first read (`LayerReports`), from
+    ``tallies`` and ``notes``, which the caller must not change afterwards.
+
     Args:
         plan: The call's plan.
         tallies: What the composer recorded, per included layer.
@@ -505,29 +591,12 @@ def build_report(
         summarized: Whether this composition asks for a summary.
         extras: What the engine knows about the call.
     """
-    errors = {s.layer: s.error for s in extras.skipped}
-    warnings = list(plan.warnings)
     order = plan.order or plan.names
-    references_layer = QUERY if QUERY in order else CHECKPOINT_MESSAGES
-    annotate = extras.annotates_layers
-    reports: list[LayerReport] = []
+    warnings = list(plan.warnings)
     for name in order:
-        annotation = _annotation(name, extras, references_layer) if annotate else _PLAIN
         tally = tallies.get(name)
-        if tally is None:
-            reports.append(_excluded_report(plan, name, notes.get(name, ()), annotation))
-            continue
-        if tally.repairs:
+        if tally is not None and tally.repairs:
             warnings.append(f"{name}: history repaired: {'; '.join(tally.repairs)}")
-        reports.append(
-            _included_report(
-                tally,
-                notes=notes.get(name, ()),
-                error=errors.get(name),
-                cuts_before=extras.summary_cuts if tally.layer.kind == "history" else (),
-                annotation=annotation,
-            )
-        )
     warnings.extend(extras.warnings)
     return ComposeReport(
         process=plan.process,
@@ -535,7 +604,7 @@ def build_report(
         tokenizer=plan.tokenizer,
         available_tokens=plan.available_tokens,
         total_tokens=total,
-        layers=tuple(reports),
+        layers=LayerReports(order, _layer_maker(plan, tallies, order, notes, extras)),
         skipped=extras.skipped,
         prefix_hashes=PrefixHashes(messages),
         warnings=tuple(warnings),
@@ -543,11 +612,42 @@ def build_report(
     )
 
 
+def _layer_maker(
+    plan: LayerPlan,
+    tallies: Mapping[str, LayerTally],
+    order: Sequence[str],
+    notes: Mapping[str, Sequence[str]],
+    extras: ReportExtras,
+) -> Callable[[int], LayerReport]:
+    """What makes the report of the ``index``-th layer of ``order`` (see `build_report`)."""
+    references_layer = QUERY if QUERY in order else CHECKPOINT_MESSAGES
+
+    def make(index: int) -> LayerReport:
+        name = order[index]
+        annotation = (
+            _annotation(name, extras, references_layer) if extras.annotates_layers else _PLAIN
+        )
+        tally = tallies.get(name)
+        if tally is None:
+            return _excluded_report(plan, name, notes.get(name, ()), annotation)
+        errors = {s.layer: s.error for s in extras.skipped}
+        return _included_report(
+            tally,
+            notes=notes.get(name, ()),
+            error=errors.get(name),
+            cuts_before=extras.summary_cuts if tally.layer.kind == "history" else (),
+            annotation=annotation,
+        )
+
+    return make
+
+
 __all__ = [
     "NO_EXTRAS",
     "ComposeReport",
     "LayerCut",
     "LayerReport",
+    "LayerReports",
     "LayerSource",
     "PrefixHashes",
     "ReportExtras",

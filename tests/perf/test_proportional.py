@@ -7,6 +7,7 @@ copy), and bad items are reported (with their index) only when they are read.
 
 from __future__ import annotations
 
+import dataclasses
 import pickle
 from collections.abc import Sequence
 from typing import Any
@@ -208,3 +209,54 @@ def test_prefix_hashes_are_computed_when_read_and_equal_the_eager_ones() -> None
     result = engine.compose(system_prompt="s", checkpoint_messages=messages)
     assert result.report.prefix_hashes == prefix_hashes(result.messages)
     assert result.report.to_dict()["prefix_hashes"] == list(prefix_hashes(result.messages))
+
+
+def test_layer_reports_are_made_when_read_and_behave_as_the_tuple(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import ctxpolicy.report as report_module
+
+    made: list[str] = []
+    included, excluded = report_module._included_report, report_module._excluded_report
+
+    def count_included(tally: Any, **options: Any) -> Any:
+        made.append(tally.layer.name)
+        return included(tally, **options)
+
+    def count_excluded(plan: Any, name: str, *args: Any) -> Any:
+        made.append(name)
+        return excluded(plan, name, *args)
+
+    monkeypatch.setattr(report_module, "_included_report", count_included)
+    monkeypatch.setattr(report_module, "_excluded_report", count_excluded)
+    engine = PolicyEngine(policy(redistribute=False))
+    result = engine.compose(system_prompt="s", checkpoint_messages=history(30))
+    report = result.report
+    assert made == []  # composing made no layer report
+    assert report.layer("checkpoint_messages").messages == len(result.messages) - 1
+    assert made == ["checkpoint_messages"]  # reading one layer made that one only
+    layers = report.layers
+    assert isinstance(layers, report_module.LayerReports) and len(layers) == 3
+    eager = tuple(layers)
+    assert made == ["checkpoint_messages", "system_prompt", "query"]  # each made once
+    assert [layer.name for layer in eager] == ["system_prompt", "checkpoint_messages", "query"]
+    assert layers[1] is report.layer("checkpoint_messages") and layers[-3] is eager[0]
+    assert layers == eager and eager == layers and hash(layers) == hash(eager)
+    assert layers[1:] == eager[1:] and layers[::-1] == eager[::-1] and repr(layers) == repr(eager)
+    for bad in (3, -4):
+        with pytest.raises(IndexError):
+            layers[bad]
+    with pytest.raises(KeyError, match="no layer 'nope'"):
+        report.layer("nope")
+    assert pickle.loads(pickle.dumps(layers)) == eager
+    assert type(pickle.loads(pickle.dumps(report)).layers) is tuple
+    assert pickle.loads(pickle.dumps(report)) == report
+    assert layers != eager[:2] and layers != list(eager)
+    # the same call composed again reports equal layers, made afresh
+    again = engine.compose(system_prompt="s", checkpoint_messages=history(30)).report
+    assert again == report and again.layers == layers and again.to_dict() == report.to_dict()
+    # a report built by hand with a tuple reads the same way
+    plain = dataclasses.replace(report, layers=eager)
+    assert plain.layer("query") is eager[2] and plain == report
+    with pytest.raises(KeyError, match="no layer 'nope'"):
+        plain.layer("nope")

@@ -172,6 +172,17 @@ def test_contexts_override_replaces_recall() -> None:
     assert "given" in prompt_text(result.messages)
 
 
+def test_a_recall_layer_given_at_runtime_holds_no_room_for_recall() -> None:
+    engine = PolicyEngine.from_file(LONG_SESSION)
+    history = session(300)
+    recalled = ask(engine, history, "x?").report
+    given = ask(engine, history, "x?", contexts={"recall__context": "given"}).report
+    # a recall layer's whole cap is held while its text is still to come; a text given
+    # at runtime is all the layer gets, and the room it leaves goes to the history
+    assert given.layer("recall__context").tokens < 10
+    assert given.layer("checkpoint_messages").cap > recalled.layer("checkpoint_messages").cap
+
+
 @pytest.mark.parametrize(
     ("snippet", "message"),
     [
