@@ -49,7 +49,7 @@ from ctxpolicy.loading import load_policy
 from ctxpolicy.memory import TieredMemory
 from ctxpolicy.plan import LayerPlan, PlannedLayer, plan_layers
 from ctxpolicy.policy import CollectorSpec, Policy, RecallCollectorSpec
-from ctxpolicy.recall.ingest import message_key, thread_key
+from ctxpolicy.recall.ingest import thread_key
 from ctxpolicy.recall.recaller import Recaller, RecallRequest, RecallResult
 from ctxpolicy.report import (
     NO_EXTRAS,
@@ -1015,7 +1015,9 @@ class PolicyEngine:
         """The memory the engine keeps for ``layer`` in this conversation, fed its new messages.
 
         One `TieredMemory` of the layer's ``tiers`` sizes per (layer, thread); messages are
-        recorded by id, walking back from the newest to the first one it already holds.
+        recorded walking back from the newest to the first one it holds as it reads now
+        (same key and fingerprint, `TieredMemory.is_recorded`), so a message edited under
+        its id is recorded again (docs/memory.md, 'Edits').
         """
         spec = self._policy.layer(layer).collector
         assert spec is not None and spec.type == "memory" and spec.tiers is not None
@@ -1027,10 +1029,10 @@ class PolicyEngine:
                 memory = TieredMemory(l1_size=tiers.l1, l2_size=tiers.l2, l3_size=tiers.l3)
                 self._memories[key] = memory
         start = len(history)
-        while start > 0 and not memory.has(message_key(history[start - 1])):
+        while start > 0 and not memory.is_recorded(history[start - 1]):
             start -= 1
         if start < len(history):
-            memory.record(history[start:])
+            memory.record(history[start:], forget_abandoned=True)
         return memory
 
     def recaller(self, layer: str, *, services: Mapping[str, Any] | None = None) -> Recaller:

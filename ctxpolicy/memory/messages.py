@@ -3,7 +3,7 @@
 A message's id is `ctxpolicy.recall.ingest.message_key` (one definition for recall and
 memory), re-exported here.
 
-See docs/design.md, 'Memory tiers and scopes'."""
+See docs/design.md, 'Memory tiers and scopes', and docs/memory.md, 'Edits'."""
 
 from __future__ import annotations
 

@@ -16,12 +16,17 @@
   by reciprocal rank when given). With a LangGraph `BaseStore`, every summary (with the
   full text) is written through, so L3/L4 survive the process (`TieredMemory.from_store`).
 
+Messages are recorded once per version: the memory keeps, per message key, the
+fingerprint of the version it recorded, and a message edited under its id replaces the
+old version in every tier (docs/memory.md, 'Edits').
+
 Reads cost what they return: `get_l1` walks ``limit`` items, `get_l2` sorts at most
 ``l2_size`` items, `search` is one bm25 query over the index.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import heapq
@@ -35,6 +40,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from langchain_core.documents import Document
+from langchain_core.messages import BaseMessage
 
 from ctxpolicy.memory.facts import has_value, is_correction, is_question, is_statement, subject_keys
 from ctxpolicy.memory.items import (
@@ -46,7 +52,7 @@ from ctxpolicy.memory.items import (
     new_item_id,
     score_importance,
 )
-from ctxpolicy.memory.messages import analysis_text, describe_message, message_key
+from ctxpolicy.memory.messages import analysis_text, describe_message
 from ctxpolicy.memory.summaries import (
     EXTRACTIVE_MAX_TOKENS,
     check_summarizer,
@@ -54,12 +60,12 @@ from ctxpolicy.memory.summaries import (
 )
 from ctxpolicy.memory.tasks import TASK_KEY, TASK_SUMMARY_KEY, summarize_task, task_of, task_records
 from ctxpolicy.recall.index import query_terms
+from ctxpolicy.recall.ingest import MessageFingerprints, message_version
 from ctxpolicy.recall.sqlite import SQLiteRecallIndex
 from ctxpolicy.recall.units import split_text
 
 if TYPE_CHECKING:
     from langchain_core.documents import Document
-    from langchain_core.messages import BaseMessage
     from langchain_core.vectorstores import VectorStore
     from langgraph.store.base import BaseStore, SearchItem
 
@@ -324,6 +330,10 @@ class TieredMemory:
         # every item ever added (full text), by seq; the newest seq of each id
         self._archive: dict[int, MemoryItem] = {}
         self._latest: dict[str, int] = {}
+        # per recorded message key, the fingerprint of the version recorded (docs/memory.md,
+        # 'Edits'); keys `add` stored without a message have none and match by id
+        self._versions: dict[str, str] = {}
+        self._fingerprints = MessageFingerprints()
         self._l4_count = 0
         self._lock = threading.RLock()
 
@@ -410,7 +420,8 @@ class TieredMemory:
             kind: What the item records (``user``, ``tool_failure``, ``tool_success``, ...).
             item_id: Stable id (e.g. the same item distributed to several sessions). Adding
                 an id again stores a newer version (it replaces the older one in L2 and
-                in search results).
+                in search results; a message version recorded under that id is no longer
+                compared, see `is_recorded`).
 
         Returns:
             The stored item.
@@ -442,6 +453,7 @@ class TieredMemory:
             self._seq += 1
             self._archive[item.seq] = item
             self._latest[item.id] = item.seq
+            self._versions.pop(item.id, None)
             if tier == "l2":
                 self._put_l2(item)
                 return item
@@ -466,54 +478,183 @@ class TieredMemory:
     def add_message(
         self, message: BaseMessage, *, importance: float | None = None
     ) -> MemoryItem | None:
-        """Remember a LangChain message once (kind and importance from its type and text).
+        """Remember a LangChain message once per version (kind and importance from its type
+        and text).
 
         The item id is the message's ``id`` (an id-less message gets a digest of its type,
-        text and tool call id). Adding a message whose id the memory already holds is a
-        no-op that returns the stored item, also after `from_data`, so a node may record
-        every message of its turn and a resumed run adds nothing twice.
+        text, tool calls and tool call id). Adding a message the memory holds as it reads
+        now (`is_recorded`) is a no-op that returns the stored item, also after
+        `from_data`, so a node may record every message of its turn and a resumed run adds
+        nothing twice. A message edited under its id (LangGraph time travel,
+        ``update_state``) replaces the version recorded before, in every tier (see
+        docs/memory.md, 'Edits').
 
         Returns:
             The stored item, or None when the message has no text and no tool calls.
+
+        Raises:
+            TypeError: ``message`` is not a ``BaseMessage``.
         """
         with self._lock:
-            content, kind, metadata = describe_message(message)
-            key = message_key(message)
-            known = self._latest.get(key)
-            if known is not None:
-                return self._archive[known]
-            if not content.strip():
-                return None
-            return self.add(
-                content, importance=importance, kind=kind, metadata=metadata, item_id=key
-            )
+            key, fingerprint = self._version(message)
+            if self._holds(key, fingerprint):
+                return self._archive[self._latest[key]]
+            self._drop_version(key)
+            item = self._add_plain(message, key=key, importance=importance)
+            if item is not None:
+                self._versions[key] = fingerprint
+            return item
 
-    def record(self, messages: Iterable[BaseMessage]) -> list[MemoryItem]:
-        """Add each message not recorded yet (see `add_message`), in order.
+    def _add_plain(
+        self, message: BaseMessage, *, key: str, importance: float | None = None
+    ) -> MemoryItem | None:
+        """Add ``message`` under ``key`` (None when it has no text and no tool calls)."""
+        content, kind, metadata = describe_message(message)
+        if not content.strip():
+            return None
+        return self.add(content, importance=importance, kind=kind, metadata=metadata, item_id=key)
+
+    def record(
+        self, messages: Iterable[BaseMessage], *, forget_abandoned: bool = False
+    ) -> list[MemoryItem]:
+        """Add each message not recorded as it reads now (see `add_message`), in order.
+
+        A message edited under its id replaces the version recorded before.
+
+        Args:
+            messages: The messages, oldest first.
+            forget_abandoned: The memory records one conversation and ``messages`` is all
+                of it from its first message not recorded as it reads (what the engine
+                passes the memory it keeps per layer and thread). Then an edited message
+                means a fork (LangGraph time travel): the messages recorded after its old
+                version that ``messages`` does not hold are on the abandoned branch, and
+                are forgotten too. Leave it off for a memory several conversations feed.
 
         Returns:
-            The items this call added (messages already known or without text are left out).
+            The items this call added (messages already recorded as they read, and
+            messages without text, are left out).
+
+        Raises:
+            TypeError: a message is not a ``BaseMessage``.
         """
         with self._lock:
             batch = list(messages)
             records = task_records(batch, known_calls=self._recent_calls())
             parent: str | None = None
             added: list[MemoryItem] = []
+            first_seq = self._seq
+            replaced: list[int] = []  # seqs of the versions edits replaced
+            keys: set[str] = set()
             for message in batch:
-                key = message_key(message)
+                key, fingerprint = self._version(message)
+                keys.add(key)
                 if message.type == "human":
                     parent = key
-                if key in self._latest:
+                if self._holds(key, fingerprint):
                     continue
+                old = self._drop_version(key)  # an edit: the version recorded before goes
+                if old is not None:
+                    replaced.append(old)
                 calls = getattr(message, "tool_calls", None)
                 task = records.get(key)
                 if task is None and not calls:
-                    item = self.add_message(message)
+                    item = self._add_plain(message, key=key)
                 else:  # a tool step (task record) or the AI message that asked for it
                     item = self._add_step(message, key=key, task=task, calls=calls, parent=parent)
                 if item is not None:
+                    self._versions[key] = fingerprint
                     added.append(item)
+            if replaced and forget_abandoned:
+                self._forget_abandoned(after=min(replaced), before=first_seq, keep=keys)
             return added
+
+    def _forget_abandoned(self, *, after: int, before: int, keep: set[str]) -> None:
+        """Forget the messages recorded after the old version of an edited message (seq
+        ``after``) and before this `record` call (seq ``before``) that its batch does not
+        hold (``keep``): the branch a time-travel fork abandoned (docs/memory.md, 'Edits').
+        Items `add` stored without a message are kept."""
+        abandoned = [
+            key
+            for key in self._versions
+            if key not in keep and after < self._latest.get(key, after) < before
+        ]
+        for key in abandoned:
+            self._drop_version(key)
+
+    def _version(self, message: BaseMessage) -> tuple[str, str]:
+        """``(key, fingerprint)`` of ``message`` (`message_version`; the fingerprint is
+        hashed once per message object and content).
+
+        Raises:
+            TypeError: ``message`` is not a ``BaseMessage``.
+        """
+        if not isinstance(message, BaseMessage):
+            raise TypeError(f"message must be a BaseMessage, got {type(message).__name__}")
+        return message_version(message, fingerprint=self._fingerprints.of(message))
+
+    def is_recorded(self, message: BaseMessage) -> bool:
+        """Whether ``message`` is recorded as it reads now: its key (its id, or a digest of
+        an id-less message's content) is known and its fingerprint
+        (`ctxpolicy.recall.ingest.message_fingerprint`) is the one of the version recorded.
+
+        False for a message edited under its id after it was recorded. Where no
+        fingerprint was recorded for the key (data written before fingerprints were
+        kept, an item `add` stored under that id) the key alone decides, as `has` does.
+        A message's fingerprint is computed once per message object and content (see
+        docs/memory.md, 'Edits').
+
+        Raises:
+            TypeError: ``message`` is not a ``BaseMessage``.
+        """
+        if not isinstance(message, BaseMessage):
+            raise TypeError(f"message must be a BaseMessage, got {type(message).__name__}")
+        with self._lock:
+            if message.id and str(message.id) not in self._latest:
+                return False  # a new message: no digest needed
+            return self._holds(*self._version(message))
+
+    def _holds(self, key: str, fingerprint: str) -> bool:
+        """Whether the version ``fingerprint`` of message ``key`` is the one recorded (or
+        the key is known and no fingerprint was recorded for it: matched by id)."""
+        return key in self._latest and self._versions.get(key, fingerprint) == fingerprint
+
+    def _drop_version(self, key: str) -> int | None:
+        """Forget the recorded version of message ``key`` wherever it shows, for the
+        edited version that replaces it: L1 and the promotions not run yet, L2, L3, the
+        search index and the archive; when it had left L1, its summary in the store and
+        in the vector store too (docs/memory.md, 'Edits').
+
+        Returns:
+            The seq of the version forgotten (None: the key was unknown).
+        """
+        seq = self._latest.pop(key, None)
+        if seq is None:
+            return None
+        self._versions.pop(key, None)
+        old = self._archive.pop(seq)
+        self._index.forget_messages(self._thread, [self._index_key(old)])
+        left_l1 = not any(i.seq == seq for i in itertools.chain(self._l1, self._pending))
+        self._l1 = _without(self._l1, key)
+        self._pending = _without(self._pending, key)
+        self._unoffered = _without(self._unoffered, key)
+        self._l3 = _without(self._l3, key)
+        if key in self._l2:
+            self._l2_remove(key)
+        if left_l1:
+            self._forget_summary(key)
+        return seq
+
+    def _forget_summary(self, key: str) -> None:
+        """Remove the summary of message ``key`` (it had left L1) from the L4 count, the
+        store and the vector store (one whose ``delete`` is not implemented keeps it;
+        `search` passes over it once the new version is recorded: not the newest of its
+        id)."""
+        self._l4_count = max(0, self._l4_count - 1)
+        if self._store is not None:
+            self._store.delete((*self._namespace, "summaries"), key)
+        if self._vectors is not None:
+            with contextlib.suppress(NotImplementedError):
+                self._vectors.delete(ids=[key])
 
     def _add_step(
         self,
@@ -731,6 +872,9 @@ class TieredMemory:
         if self._store is not None:
             for item, summary in done:
                 value = {**summary.to_data(), "full_content": item.content}
+                fingerprint = self._versions.get(item.id)
+                if fingerprint is not None:  # the message version it records
+                    value["fingerprint"] = fingerprint
                 self._store.put((*self._namespace, "summaries"), summary.id, value)
 
     # ------------------------------------------------------------------ reading
@@ -886,7 +1030,9 @@ class TieredMemory:
         """Plain data (JSON-compatible when item metadata is) that `from_data` restores.
 
         Holds every item ever added (full text, ``archive``), so the search index is
-        rebuilt on load. An external ``vector_store`` is assumed to persist itself.
+        rebuilt on load, and the fingerprint of each recorded message version
+        (``versions``: message key to fingerprint). An external ``vector_store`` is
+        assumed to persist itself.
         """
         with self._lock:
             live = {i.seq for i in itertools.chain(self._l1, self._pending)}
@@ -906,6 +1052,7 @@ class TieredMemory:
                 "unoffered": [i.id for i in self._unoffered],
                 "archive": [i.to_data() for s, i in self._archive.items() if s not in live],
                 "l4_count": self._l4_count,
+                "versions": dict(self._versions),
             }
 
     @classmethod
@@ -923,7 +1070,8 @@ class TieredMemory:
         """Rebuild a memory from `to_data` output (the search index is rebuilt from it).
 
         Data of the previous format (``ctxpolicy.memory/1``) loads too: its L4 summaries
-        become the searchable archive.
+        become the searchable archive. Data without ``versions`` (written before message
+        fingerprints were kept) matches its messages by id only (`is_recorded`).
 
         Raises:
             ValueError: ``data`` is not memory data of this format (the message says why).
@@ -958,6 +1106,7 @@ class TieredMemory:
         for item in everything:
             memory._archive[item.seq] = item
             memory._latest[item.id] = item.seq
+        memory._versions.update(_data_versions(data, memory._latest))
         memory._index_items(everything)
         for item in sorted(items("l2"), key=lambda i: i.seq):
             keys = item_subjects(item) if memory._l2_policy == "refresh" else frozenset()
@@ -990,7 +1139,8 @@ class TieredMemory:
         L3 gets the ``l3_size`` most recent stored summaries; the search index is rebuilt
         from the full text of every stored item. An external ``vector_store`` persists
         itself (pass ``reindex=True`` to add the stored summaries to it anyway). New
-        summaries keep being written through to ``store``.
+        summaries keep being written through to ``store``. The fingerprint stored with a
+        message's summary is restored (entries without one match by id, `is_recorded`).
         """
         memory = cls(
             l1_size,
@@ -1004,8 +1154,10 @@ class TieredMemory:
             l2_policy=l2_policy,
             index=index,
         )
-        stored = sorted(load_stored(store, namespace=memory.namespace), key=lambda p: p[0].seq)
+        found = sorted(_load_versions(store, memory.namespace), key=lambda e: e[0].seq)
+        stored = [(summary, full) for summary, full, _ in found]
         memory._restore_stored(stored)
+        memory._versions.update((full.id, fp) for _, full, fp in found if fp is not None)
         if vector_store is not None and reindex:
             _add_summaries_to_vectors(vector_store, stored)
         return memory
@@ -1087,6 +1239,26 @@ def _data_seq(data: Mapping[str, Any]) -> int:
     if isinstance(seq, bool) or not isinstance(seq, int) or seq < 0:
         raise ValueError(f"memory data field 'seq' must be an integer >= 0, got {seq!r}")
     return seq
+
+
+def _data_versions(data: Mapping[str, Any], latest: Mapping[str, int]) -> dict[str, str]:
+    """Memory data's ``versions`` (message key to fingerprint) of the keys it holds; empty
+    for data written before fingerprints were kept.
+
+    Raises:
+        ValueError: ``versions`` is not a mapping of strings to strings.
+    """
+    raw = data.get("versions", {})
+    if not isinstance(raw, Mapping) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in raw.items()
+    ):
+        raise ValueError("memory data field 'versions' must map message keys to fingerprints")
+    return {key: fingerprint for key, fingerprint in raw.items() if key in latest}
+
+
+def _without(items: deque[MemoryItem], item_id: str) -> deque[MemoryItem]:
+    """``items`` without those of id ``item_id`` (the same ``maxlen``)."""
+    return deque((i for i in items if i.id != item_id), maxlen=items.maxlen)
 
 
 def _data_unoffered(data: Mapping[str, Any], memory: TieredMemory) -> list[MemoryItem]:
@@ -1254,7 +1426,21 @@ def load_stored(
 
     Entries written before the full text was stored give the summary twice.
     """
+    for summary, full, _ in _load_versions(store, namespace):
+        yield summary, full
+
+
+def _load_versions(
+    store: BaseStore, namespace: tuple[str, ...]
+) -> Iterator[tuple[MemoryItem, MemoryItem, str | None]]:
+    """`load_stored`'s pairs with the fingerprint of the message version each records
+    (None for an item that is no message, or an entry written before they were kept)."""
     for entry in search_all(store, (*namespace, "summaries")):
         summary = MemoryItem.from_data(entry.value)
         full = entry.value.get("full_content")
-        yield summary, (replace(summary, content=full) if isinstance(full, str) else summary)
+        fingerprint = entry.value.get("fingerprint")
+        yield (
+            summary,
+            replace(summary, content=full) if isinstance(full, str) else summary,
+            fingerprint if isinstance(fingerprint, str) else None,
+        )

@@ -44,11 +44,17 @@ def message_key(message: BaseMessage, position: int | None = None) -> str:
     return f"~{digest}" if position is None else f"~{position}:{digest}"
 
 
-def message_version(message: BaseMessage, position: int) -> tuple[str, str]:
+def message_version(
+    message: BaseMessage, position: int | None = None, *, fingerprint: str | None = None
+) -> tuple[str, str]:
     """``(message_key(message, position), message_fingerprint(message))``, hashed once
-    (an id-less message's key holds its fingerprint)."""
-    fingerprint = message_fingerprint(message)
-    key = str(message.id) if message.id else f"~{position}:{fingerprint}"
+    (an id-less message's key holds its fingerprint; ``fingerprint``: already known, e.g.
+    from `MessageFingerprints`)."""
+    if fingerprint is None:
+        fingerprint = message_fingerprint(message)
+    if message.id:
+        return str(message.id), fingerprint
+    key = f"~{fingerprint}" if position is None else f"~{position}:{fingerprint}"
     return key, fingerprint
 
 
@@ -108,9 +114,40 @@ def _caller_of(history: Sequence[BaseMessage], at: int) -> dict[str, str]:
     return {}
 
 
-#: How many message fingerprints `HistorySync` remembers by message object (then it
-#: starts over): more than the messages one recall call checks.
+#: How many message fingerprints a `MessageFingerprints` remembers by message object by
+#: default (then it starts over): more than the messages one recall call checks.
 MAX_REMEMBERED = 4096
+
+
+class MessageFingerprints:
+    """`message_fingerprint` of messages, remembered per message object while its content
+    object stays the same (a content assigned anew is hashed again).
+
+    Recall and memory check the same newest messages call after call: each version of a
+    message is hashed once. Holds the messages it remembers; starts over once it
+    remembers ``size`` (default `MAX_REMEMBERED`) message objects.
+    """
+
+    __slots__ = ("_seen", "_size")
+
+    def __init__(self, size: int | None = None) -> None:
+        self._size = MAX_REMEMBERED if size is None else size
+        # id(message): (message, its content object, fingerprint)
+        self._seen: dict[int, tuple[BaseMessage, object, str]] = {}
+
+    def of(self, message: BaseMessage) -> str:
+        """The `message_fingerprint` of ``message``."""
+        seen = self._seen.get(id(message))
+        if seen is not None and seen[0] is message and seen[1] is message.content:
+            return seen[2]
+        fingerprint = message_fingerprint(message)
+        if len(self._seen) >= self._size:
+            self._seen.clear()
+        self._seen[id(message)] = (message, message.content, fingerprint)
+        return fingerprint
+
+    def __len__(self) -> int:
+        return len(self._seen)
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,8 +190,7 @@ class HistorySync:
         self._known: dict[str, list[str]] = {}
         self._where: dict[str, dict[str, int]] = {}
         self._prints: dict[str, dict[str, str | None]] = {}
-        # id(message): (message, its content object, fingerprint), see `_fingerprint`
-        self._seen: dict[int, tuple[BaseMessage, object, str]] = {}
+        self._fingerprints = MessageFingerprints()
         self._lock = threading.Lock()
 
     def _log(self, thread: str) -> tuple[list[str], dict[str, int], dict[str, str | None]]:
@@ -199,7 +235,7 @@ class HistorySync:
         """Whether ``message`` says what the index recorded for its key: always for an
         id-less message (its key is its content's digest) and where no fingerprint was
         recorded (an index written before fingerprints were kept: match by id)."""
-        return not message.id or recorded is None or recorded == self._fingerprint(message)
+        return not message.id or recorded is None or recorded == self._fingerprints.of(message)
 
     def sync(self, thread: str, history: Sequence[BaseMessage]) -> Synced:
         """Index the messages of ``history`` that ``thread`` has not indexed yet.
@@ -266,19 +302,6 @@ class HistorySync:
             _, _, prints = self._log(thread)
             return self._says(prints.get(message_id), message)
 
-    def _fingerprint(self, message: BaseMessage) -> str:
-        """`message_fingerprint`, remembered for the message object while its content
-        object stays the same (a recall checks the same messages call after call; a
-        content assigned anew is hashed again)."""
-        seen = self._seen.get(id(message))
-        if seen is not None and seen[0] is message and seen[1] is message.content:
-            return seen[2]
-        fingerprint = message_fingerprint(message)
-        if len(self._seen) >= MAX_REMEMBERED:
-            self._seen.clear()
-        self._seen[id(message)] = (message, message.content, fingerprint)
-        return fingerprint
-
     def reindex(
         self, thread: str, history: Sequence[BaseMessage], offset: int, position: int
     ) -> None:
@@ -310,7 +333,9 @@ class HistorySync:
 
 
 __all__ = [
+    "MAX_REMEMBERED",
     "HistorySync",
+    "MessageFingerprints",
     "Synced",
     "message_fingerprint",
     "message_key",

@@ -179,6 +179,7 @@ def test_to_data_exact():
         "unoffered": ["d"],
         "archive": [a.to_data()],
         "l4_count": 1,
+        "versions": {},
     }
 
 

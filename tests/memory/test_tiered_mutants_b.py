@@ -324,8 +324,9 @@ def test_add_message_exact_items():
         0.3,
     )
     assert user.metadata == {"role": "human", "message_id": "u1"}
-    # a known id returns the stored item, whatever the message says now
-    assert mem.add_message(HumanMessage("something else", id="u1")) == user
+    # a known id saying the same returns the stored item (tests/memory/test_edits.py:
+    # saying something else replaces it)
+    assert mem.add_message(HumanMessage("the cache TTL is 300 s", id="u1")) == user
     assert mem.add_message(AIMessage("  ", id="a0")) is None
     assert not mem.has("a0")
     assert mem.total_added == 1

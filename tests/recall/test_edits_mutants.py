@@ -13,7 +13,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 
 import ctxpolicy.recall.sqlite as sqlite_module
 from ctxpolicy.policy import RecallCollectorSpec
-from ctxpolicy.recall.ingest import HistorySync, Synced, message_fingerprint
+from ctxpolicy.recall.ingest import HistorySync, MessageFingerprints, Synced, message_fingerprint
 from ctxpolicy.recall.recaller import Recaller, RecallRequest
 from ctxpolicy.recall.sqlite import SQLiteRecallIndex
 from tests.recall.test_edits import OLD_SCHEMA, WordEmbeddings, ask, count_checks
@@ -265,5 +265,8 @@ def test_the_remembered_fingerprints_start_over_when_full(
     sync.sync("t", messages)
     for message in messages:
         assert sync.is_current("t", str(message.id), message)
-    assert len(sync._seen) == 1  # the third started over
-    assert sync._seen[id(messages[2])][2] == message_fingerprint(messages[2])
+    fingerprints = sync._fingerprints
+    assert len(fingerprints) == 1  # the third started over
+    assert fingerprints._seen[id(messages[2])][2] == message_fingerprint(messages[2])
+    assert len(MessageFingerprints(size=5)) == 0
+    assert MessageFingerprints()._size == 2  # the default is read when made
