@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph import END, START, StateGraph
 
@@ -190,7 +191,38 @@ def mapreduce_graph(
     return graph.compile(checkpointer=saver)
 
 
+#: The time-travel scenario of the edit tests: a fact, then its correction under the same id.
+DEPLOY_TOLD = "Deploy to replica walrus-3."
+DEPLOY_CORRECTED = "Deploy to replica narwhal-5."
+DEPLOY_QUESTION = "Which replica did the nightly load go to?"
+
+
+def time_travel_deploy(app: Any, config: dict[str, Any], *, turns: int) -> None:
+    """Tell ``app`` (a compiled graph with a checkpointer) to deploy to walrus-3; fork from
+    the checkpoint before the reply and correct it to narwhal-5 under the same message id
+    (LangGraph time travel: ``update_state``); then ``turns`` turns about other things and
+    `DEPLOY_QUESTION`. The model needs ``turns + 3`` replies: the abandoned branch's, the
+    fork's, one per turn and the answer.
+    """
+    app.invoke({"messages": [HumanMessage(DEPLOY_TOLD, id="deploy")]}, config)
+    fork = next(
+        s
+        for s in app.get_state_history(config)
+        if s.next == ("agent",) and s.values["messages"][-1].id == "deploy"
+    )
+    forked = app.update_state(
+        fork.config, {"messages": [HumanMessage(DEPLOY_CORRECTED, id="deploy")]}
+    )
+    app.invoke(None, forked)
+    for i in range(turns):
+        app.invoke({"messages": [HumanMessage(f"How did batch {i} go?")]}, config)
+    app.invoke({"messages": [HumanMessage(DEPLOY_QUESTION)]}, config)
+
+
 __all__ = [
+    "DEPLOY_CORRECTED",
+    "DEPLOY_QUESTION",
+    "DEPLOY_TOLD",
     "chat_graph",
     "init_context_engine",
     "make_policy",

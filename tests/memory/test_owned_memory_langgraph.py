@@ -9,33 +9,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from langchain_core.messages import AIMessage, HumanMessage
+from langchain_core.messages import AIMessage
 from langgraph.graph import END, START, StateGraph
 
 from ctxpolicy import PolicyEngine
 from ctxpolicy.integrations.langgraph import agent_node, state_schema
 from tests.integrations.fakes import RecordingChatModel
-from tests.integrations.graphs import open_saver
-
-POLICY = """\
-version: 1
-name: owned-memory-graph
-model: {context_window: 3000, tokenizer: cl100k_base}
-budget:
-  output_reserve: 0.0
-  ratios: {system_prompt: 0.05, memory__context: 0.35, checkpoint_messages: 0.5, query: 0.1}
-order: [system_prompt, memory__context, checkpoint_messages, query]
-layers:
-  memory__context:
-    shared: false
-    collector:
-      type: memory
-      strategy: comprehensive
-      tiers: {l1: 4, l2: 10, l3: 50}
-processes:
-  react: {checkpoint_messages: true, share_context: true, query: checkpoint}
-default_process: react
-"""
+from tests.integrations.graphs import open_saver, time_travel_deploy
+from tests.memory.test_owned_memory import POLICY
 
 
 def build(tmp_path: Path, model: RecordingChatModel) -> tuple[Any, PolicyEngine]:
@@ -65,20 +46,7 @@ def test_a_fact_corrected_by_time_travel_is_remembered_as_corrected(tmp_path: Pa
     replies += [AIMessage("narwhal-5")]
     model = RecordingChatModel(responses=replies)
     app, engine = build(tmp_path, model)
-    config = {"configurable": {"thread_id": "ops-3"}}
-    app.invoke({"messages": [HumanMessage("Deploy to replica walrus-3.", id="deploy")]}, config)
-    fork = next(
-        s
-        for s in app.get_state_history(config)
-        if s.next == ("agent",) and s.values["messages"][-1].id == "deploy"
-    )
-    forked = app.update_state(
-        fork.config, {"messages": [HumanMessage("Deploy to replica narwhal-5.", id="deploy")]}
-    )
-    app.invoke(None, forked)
-    for i in range(turns):
-        app.invoke({"messages": [HumanMessage(f"How did batch {i} go?")]}, config)
-    app.invoke({"messages": [HumanMessage("Which replica did the nightly load go to?")]}, config)
+    time_travel_deploy(app, {"configurable": {"thread_id": "ops-3"}}, turns=turns)
     last_prompt = "\n".join(str(m.content) for m in model.seen[-1])
     assert not any(m.id == "deploy" for m in model.seen[-1])  # out of the kept history
     assert "narwhal-5" in last_prompt  # from the memory layer

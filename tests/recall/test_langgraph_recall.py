@@ -20,7 +20,7 @@ from pydantic import Field
 from ctxpolicy import PolicyEngine
 from ctxpolicy.integrations.langgraph import agent_node, state_schema
 from tests.integrations.fakes import ModelDown, RecordingChatModel
-from tests.integrations.graphs import open_saver
+from tests.integrations.graphs import open_saver, time_travel_deploy
 
 FACT = "02:41 checkout ERROR pool exhausted on pg-replica-7"
 
@@ -134,20 +134,7 @@ def test_a_fact_corrected_by_time_travel_is_recalled_as_corrected(
     replies += [AIMessage("done")]
     model = ToolModel(responses=replies)
     app, engine = build(tmp_path, model, long_session)
-    config = {"configurable": {"thread_id": "ops-3"}}
-    app.invoke({"messages": [HumanMessage("Deploy to replica walrus-3.", id="deploy")]}, config)
-    fork = next(
-        s
-        for s in app.get_state_history(config)
-        if s.next == ("agent",) and s.values["messages"][-1].id == "deploy"
-    )
-    forked = app.update_state(
-        fork.config, {"messages": [HumanMessage("Deploy to replica narwhal-5.", id="deploy")]}
-    )
-    app.invoke(None, forked)
-    for i in range(turns):
-        app.invoke({"messages": [HumanMessage(f"How did batch {i} go?")]}, config)
-    app.invoke({"messages": [HumanMessage("Which replica did the nightly load go to?")]}, config)
+    time_travel_deploy(app, {"configurable": {"thread_id": "ops-3"}}, turns=turns)
     last_prompt = "\n".join(str(m.content) for m in model.seen[-1])
     assert not any(m.id == "deploy" for m in model.seen[-1])  # out of the kept history
     assert "narwhal-5" in last_prompt  # recalled
