@@ -573,10 +573,9 @@ class TieredMemory:
         ``after``) and before this `record` call (seq ``before``) that its batch does not
         hold (``keep``): the branch a time-travel fork abandoned (docs/memory.md, 'Edits').
         Items `add` stored without a message are kept."""
+        # every key with a recorded fingerprint is a known key
         abandoned = [
-            key
-            for key in self._versions
-            if key not in keep and after < self._latest.get(key, after) < before
+            key for key in self._versions if key not in keep and after < self._latest[key] < before
         ]
         for key in abandoned:
             self._drop_version(key)
@@ -630,7 +629,7 @@ class TieredMemory:
         seq = self._latest.pop(key, None)
         if seq is None:
             return None
-        self._versions.pop(key, None)
+        del self._versions[key]  # a known key that is dropped has a fingerprint
         old = self._archive.pop(seq)
         self._index.forget_messages(self._thread, [self._index_key(old)])
         left_l1 = not any(i.seq == seq for i in itertools.chain(self._l1, self._pending))
@@ -1257,8 +1256,8 @@ def _data_versions(data: Mapping[str, Any], latest: Mapping[str, int]) -> dict[s
 
 
 def _without(items: deque[MemoryItem], item_id: str) -> deque[MemoryItem]:
-    """``items`` without those of id ``item_id`` (the same ``maxlen``)."""
-    return deque((i for i in items if i.id != item_id), maxlen=items.maxlen)
+    """``items`` without those of id ``item_id`` (the tiers' deques have no ``maxlen``)."""
+    return deque(i for i in items if i.id != item_id)
 
 
 def _data_unoffered(data: Mapping[str, Any], memory: TieredMemory) -> list[MemoryItem]:
