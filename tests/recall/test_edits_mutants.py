@@ -13,7 +13,14 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 
 import ctxpolicy.recall.sqlite as sqlite_module
 from ctxpolicy.policy import RecallCollectorSpec
-from ctxpolicy.recall.ingest import HistorySync, MessageFingerprints, Synced, message_fingerprint
+from ctxpolicy.recall.ingest import (
+    HistorySync,
+    MessageFingerprints,
+    Synced,
+    message_fingerprint,
+    message_key,
+    message_version,
+)
 from ctxpolicy.recall.recaller import Recaller, RecallRequest
 from ctxpolicy.recall.sqlite import SQLiteRecallIndex
 from tests.recall.test_edits import OLD_SCHEMA, WordEmbeddings, ask, count_checks
@@ -270,3 +277,21 @@ def test_the_remembered_fingerprints_start_over_when_full(
     assert fingerprints._seen[id(messages[2])][2] == message_fingerprint(messages[2])
     assert len(MessageFingerprints(size=5)) == 0
     assert MessageFingerprints()._size == 2  # the default is read when made
+
+
+def test_a_message_version_is_its_key_and_fingerprint_with_or_without_a_position() -> None:
+    plain = HumanMessage("the replica is walrus")
+    digest = message_fingerprint(plain)
+    assert message_version(plain) == (message_key(plain), digest) == (f"~{digest}", digest)
+    assert message_version(plain, 4) == (message_key(plain, 4), digest)
+    assert message_version(plain, 4, fingerprint="known") == ("~4:known", "known")
+    named = HumanMessage("the replica is walrus", id="m")
+    assert message_version(named, 4) == ("m", digest) == message_version(named)
+
+
+def test_message_fingerprints_remember_as_many_objects_as_asked() -> None:
+    fingerprints = MessageFingerprints(size=1)
+    first, second = HumanMessage("a", id="1"), HumanMessage("b", id="2")
+    assert fingerprints.of(first) == message_fingerprint(first)
+    assert fingerprints.of(second) == message_fingerprint(second)
+    assert len(fingerprints) == 1  # started over for the second
