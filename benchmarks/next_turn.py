@@ -1,0 +1,105 @@
+"""The next turn alone, many times: for comparing two checkouts of ctxpolicy (A/B).
+
+``make bench`` measures each next turn right after a cold compose and ``trim_messages``
+(a few turns per repetition), which is what a user's process sees but leaves a change of a
+few µs inside the noise. This runs only next turns on one engine (``bench_compose``'s
+policy and workload): per turn the next turn (2 new messages) and encoding those 2
+messages, interleaved, and prints the median of (next turn - 1.5 x encoding them), the
+figure issue 16 targets. ``--mode copy`` appends like LangGraph's ``add_messages`` (a new
+list), ``--mode in-place`` extends one list.
+
+Compare two checkouts by running it under each, alternating (the machine drifts)::
+
+    PYTHONPATH=/path/to/old/checkout .venv/bin/python benchmarks/next_turn.py -n 1000
+    .venv/bin/python benchmarks/next_turn.py -n 1000
+
+(``PYTHONPATH`` puts the other checkout's ``ctxpolicy`` before the installed one.)
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_compose import ENGINE_POLICY, WARM_FACTOR, _encode_all
+from workload import make_history, make_next_turn
+
+import ctxpolicy
+from ctxpolicy.engine import PolicyEngine
+from ctxpolicy.policy import Policy
+from ctxpolicy.tokens import get_tokenizer
+
+SYSTEM_PROMPT = "You are a careful data engineer."
+
+
+def _timed_us(fn: Callable[[], Any]) -> float:
+    gc.disable()
+    try:
+        start = time.perf_counter_ns()
+        fn()
+        return (time.perf_counter_ns() - start) / 1000
+    finally:
+        gc.enable()
+
+
+def run(n: int, *, turns: int, mode: str) -> dict[str, float]:
+    """Medians (µs) of the next turn, of encoding its 2 new messages, and of their paired
+    difference ``next turn - WARM_FACTOR x encoding``."""
+    engine = PolicyEngine(Policy.model_validate(ENGINE_POLICY))
+    tok = get_tokenizer("cl100k_base")
+    history = make_history(n)
+    engine.compose(system_prompt=SYSTEM_PROMPT, checkpoint_messages=history)
+    current = list(history)
+    warm: list[float] = []
+    encode: list[float] = []
+    for turn in range(turns):
+        new = make_next_turn(n, turn=20_000 + turn)
+        if mode == "copy":
+            current = current + new
+        else:
+            current.extend(new)
+
+        def next_turn(messages: list[Any] = current) -> Any:
+            return engine.compose(system_prompt=SYSTEM_PROMPT, checkpoint_messages=messages)
+
+        def encode_new(messages: list[Any] = new) -> int:
+            return _encode_all(tok, messages)
+
+        cases = [(warm, next_turn), (encode, encode_new)]
+        for samples, fn in cases if turn % 2 == 0 else reversed(cases):
+            samples.append(_timed_us(fn))
+    return {
+        "next_turn_us": statistics.median(warm),
+        "encode_new_us": statistics.median(encode),
+        "over_target_us": statistics.median(
+            w - WARM_FACTOR * e for w, e in zip(warm, encode, strict=True)
+        ),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("-n", type=int, default=1000, help="history length (default 1000)")
+    parser.add_argument("--turns", type=int, default=600, help="next turns (default 600)")
+    parser.add_argument("--mode", choices=("copy", "in-place"), default="copy")
+    args = parser.parse_args(argv)
+    figures = run(args.n, turns=args.turns, mode=args.mode)
+    print(
+        f"{Path(ctxpolicy.__file__).parent.parent}: N={args.n:,} {args.mode}: "
+        f"next turn {figures['next_turn_us']:.1f} us, encode 2 new "
+        f"{figures['encode_new_us']:.1f} us, next turn - {WARM_FACTOR} x encode "
+        f"{figures['over_target_us']:+.1f} us"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
