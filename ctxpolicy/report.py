@@ -345,8 +345,9 @@ class LayerReports(Sequence[LayerReport]):
     """The `LayerReport` of each layer of a composed call, each made when first read.
 
     Every compose call has a report, but most callers read few of its layers (the
-    LangChain middleware reads one); making every layer's frozen report up front cost a
-    tenth of a warm next turn (docs/design.md, "The next turn costs what is new").
+    LangChain middleware reads one); making every layer's frozen report up front was about
+    15 % of the engine's own work on a next turn (docs/design.md, "The next turn costs
+    what is new").
     Behaves like the tuple it stands for (indexing, slices as tuples, ``len``, equality
     and hash as that tuple) and pickles as it. What it reads is the composer's record
     of the call, which nothing changes once the call returned.
