@@ -275,8 +275,11 @@ class HistorySync:
                 known -= set(abandoned)
                 for mid in abandoned:
                     prints.pop(mid, None)
-            before = history[max(0, start - offset - 8) : start - offset]
-            names = _tool_names(before) | _tool_names(fresh)
+            names = _tool_names(fresh)
+            for i, message in enumerate(fresh):  # results whose call an earlier sync saw
+                call_id = getattr(message, "tool_call_id", None)
+                if call_id and str(call_id) not in names:
+                    names |= _caller_of(history, start - offset + i)
             entries: list[tuple[int, str, Sequence[Unit], str | None]] = []
             for i, message in enumerate(fresh):
                 position, key = start + i, keys[i]

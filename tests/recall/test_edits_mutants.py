@@ -295,3 +295,25 @@ def test_message_fingerprints_remember_as_many_objects_as_asked() -> None:
     assert fingerprints.of(first) == message_fingerprint(first)
     assert fingerprints.of(second) == message_fingerprint(second)
     assert len(fingerprints) == 1  # started over for the second
+
+
+def test_a_result_synced_after_its_call_is_named_after_its_tool_however_far_back() -> None:
+    calls = [{"name": f"tool_{i}", "args": {}, "id": f"c{i}"} for i in range(10)]
+    history: list[BaseMessage] = [
+        HumanMessage("check every replica", id="ask"),
+        AIMessage("", tool_calls=calls, id="calls"),
+        *(ToolMessage(f"replica {i} fine", tool_call_id=f"c{i}", id=f"r{i}") for i in range(9)),
+    ]
+    sync = HistorySync(SQLiteRecallIndex())
+    sync.sync("t", history)  # nine results arrived; the tenth comes later, 10 messages on
+    history.append(ToolMessage("replica 9 walrus degraded", tool_call_id="c9", id="r9"))
+    assert sync.sync("t", history).added == 1
+    (hit,) = sync.index.search("t", ["walrus"], limit=5)
+    assert (hit.unit.message_id, hit.unit.tool) == ("r9", "tool_9")
+    # a result whose call is in no message of the history has no tool name
+    orphan = [HumanMessage("again", id="again"), ToolMessage("narwhal", tool_call_id="c99")]
+    other = HistorySync(SQLiteRecallIndex())
+    other.sync("u", orphan[:1])
+    other.sync("u", orphan)
+    (hit,) = other.index.search("u", ["narwhal"], limit=5)
+    assert hit.unit.tool is None

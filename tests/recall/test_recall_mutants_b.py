@@ -302,10 +302,10 @@ def tool_of_result(gap: int) -> str | None:
     return hit.unit.tool
 
 
-def test_tool_names_come_from_the_8_messages_before_a_sync() -> None:
+def test_tool_names_come_from_the_call_however_far_before_a_sync() -> None:
     assert tool_of_result(1) == "probe"
-    assert tool_of_result(8) == "probe"
-    assert tool_of_result(9) is None
+    assert tool_of_result(9) == "probe"
+    assert tool_of_result(40) == "probe"
 
 
 def test_tool_calls_without_id_name_nothing() -> None:
