@@ -7,6 +7,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
@@ -317,3 +318,61 @@ def test_a_result_synced_after_its_call_is_named_after_its_tool_however_far_back
     other.sync("u", orphan)
     (hit,) = other.index.search("u", ["narwhal"], limit=5)
     assert hit.unit.tool is None
+
+
+def test_results_of_calls_an_earlier_sync_saw_are_named_beside_new_calls() -> None:
+    calls = [{"name": f"tool_{i}", "args": {}, "id": f"c{i}"} for i in range(3)]
+    history: list[BaseMessage] = [
+        HumanMessage("check the replicas", id="ask"),
+        AIMessage("", tool_calls=calls, id="calls"),
+    ]
+    sync = HistorySync(SQLiteRecallIndex())
+    sync.sync("t", history)
+    # the results arrive in a later batch, with a new call and its result among them
+    again = {"name": "tool_again", "args": {}, "id": "c9"}
+    history += [
+        ToolMessage("replica zero walrus", tool_call_id="c0", id="r0"),
+        ToolMessage("replica one narwhal", tool_call_id="c1", id="r1"),
+        AIMessage("", tool_calls=[again], id="calls2"),
+        ToolMessage("replica nine dugong", tool_call_id="c9", id="r9"),
+        ToolMessage("replica two manatee", tool_call_id="c2", id="r2"),
+    ]
+    sync.sync("t", history)
+    named = {
+        word: sync.index.search("t", [word], limit=5)[0].unit.tool
+        for word in ("walrus", "narwhal", "dugong", "manatee")
+    }
+    assert named == {
+        "walrus": "tool_0",
+        "narwhal": "tool_1",
+        "dugong": "tool_again",
+        "manatee": "tool_2",
+    }
+
+
+def test_a_batch_that_holds_its_calls_looks_no_further_back(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import ctxpolicy.recall.ingest as ingest
+
+    looked: list[int] = []
+    caller_of = ingest._caller_of
+
+    def counting(history: Any, at: int) -> dict[str, str]:
+        looked.append(at)
+        return caller_of(history, at)
+
+    monkeypatch.setattr(ingest, "_caller_of", counting)
+    call = {"name": "probe", "args": {}, "id": "c1"}
+    sync = HistorySync(SQLiteRecallIndex())
+    sync.sync(
+        "t",
+        [
+            HumanMessage("probe it", id="ask"),
+            AIMessage("", tool_calls=[call], id="a"),
+            ToolMessage("probe result qwerty", tool_call_id="c1", id="r"),
+        ],
+    )
+    assert looked == []  # the call is in the batch: no walk back
+    (hit,) = sync.index.search("t", ["qwerty"], limit=5)
+    assert hit.unit.tool == "probe"
