@@ -2,21 +2,34 @@
 
 ``run.py`` calls `update_readme` after a full run that writes ``results/latest.json``;
 ``python benchmarks/readme_table.py`` regenerates the block from the recorded file alone.
-The block sits between ``<!-- bench:start -->`` and ``<!-- bench:end -->`` in README.md.
+The block sits between ``<!-- bench:start -->`` and ``<!-- bench:end -->`` in README.md;
+the memory table (``benchmarks/bench_memory.py``'s ``results/memory.json``, written by the
+same run) between ``<!-- bench-memory:start -->`` and ``<!-- bench-memory:end -->``.
 """
 
 from __future__ import annotations
 
 import json
 import sys
+import textwrap
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
 LATEST = ROOT / "benchmarks" / "results" / "latest.json"
+MEMORY = ROOT / "benchmarks" / "results" / "memory.json"
 START = "<!-- bench:start -->"
 END = "<!-- bench:end -->"
+MEMORY_START = "<!-- bench-memory:start -->"
+MEMORY_END = "<!-- bench-memory:end -->"
+#: The memory table's columns: (variant in memory.json, column heading).
+MEMORY_COLUMNS = (
+    ("full", "full history"),
+    ("drop_oldest", "`drop_oldest`"),
+    ("memory:balanced", "`balanced`"),
+    ("memory:comprehensive", "`comprehensive`"),
+)
 
 
 def _ms(value: float) -> str:
@@ -129,12 +142,54 @@ def readme_block(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def update_readme(report: dict[str, Any], readme: Path = README) -> None:
-    """Replace the README's block with the one made from ``report``."""
-    text = readme.read_text(encoding="utf-8")
-    head, rest = text.split(START, 1)
-    _, tail = rest.split(END, 1)
-    readme.write_text(f"{head}{START}\n{readme_block(report)}\n{END}{tail}", encoding="utf-8")
+def _compose_ms(value: float) -> str:
+    if value >= 100:
+        return f"{value:.0f} ms"
+    return f"{value:.1f} ms" if value >= 1 else f"{value:.2f} ms"
+
+
+def memory_block(memory: dict[str, Any]) -> str:
+    """The README's memory table (prompt tokens and compose time per history length) and
+    the sentence on how the memory layers' compose time grows, from ``memory.json``."""
+    cells = {(r["interactions"], r["variant"]): r for r in memory["rows"] if "prompt_tokens" in r}
+    sizes = sorted({interactions for interactions, _ in cells})
+    lines = [
+        "| interactions | " + " | ".join(heading for _, heading in MEMORY_COLUMNS) + " |",
+        "|---:|" + "---:|" * len(MEMORY_COLUMNS),
+    ]
+    for size in sizes:
+        row = [
+            f"{cells[size, variant]['prompt_tokens']:,} tok · "
+            f"{_compose_ms(cells[size, variant]['compose_ms'])}"
+            for variant, _ in MEMORY_COLUMNS
+        ]
+        lines.append(f"| {size:,} | " + " | ".join(row) + " |")
+    balanced = [cells[size, "memory:balanced"] for size in sizes]
+    low, high = balanced[1] if len(balanced) > 1 else balanced[0], balanced[-1]
+    sentence = (
+        "Full history grows as O(n); the memory layers stay at their cap (about "
+        f"{high['prompt_tokens']:,} tokens here: the strategies fill their token shares) and "
+        "their compose time grows slowly with the index they search (`balanced`: "
+        f"{_compose_ms(low['compose_ms'])} at {low['interactions']:,} interactions, "
+        f"{_compose_ms(high['compose_ms'])} at {high['interactions']:,})."
+    )
+    lines += ["", textwrap.fill(sentence, width=90)]
+    return "\n".join(lines)
+
+
+def _replace_block(text: str, start: str, end: str, block: str) -> str:
+    head, rest = text.split(start, 1)
+    _, tail = rest.split(end, 1)
+    return f"{head}{start}\n{block}\n{end}{tail}"
+
+
+def update_readme(report: dict[str, Any], readme: Path = README, memory: Path = MEMORY) -> None:
+    """Replace the README's blocks with the ones made from ``report`` and ``memory``."""
+    text = _replace_block(readme.read_text(encoding="utf-8"), START, END, readme_block(report))
+    if memory.exists():
+        block = memory_block(json.loads(memory.read_text(encoding="utf-8")))
+        text = _replace_block(text, MEMORY_START, MEMORY_END, block)
+    readme.write_text(text, encoding="utf-8")
 
 
 def main() -> int:

@@ -29,3 +29,12 @@ def test_the_readme_performance_block_comes_from_the_recorded_run() -> None:
     block = readme.split(table.START, 1)[1].split(table.END, 1)[0]
     assert block.strip() == table.readme_block(report).strip()
     assert report["machine"]["cpus"] >= 1  # the machine's description is recorded with it
+
+
+def test_the_readme_memory_table_comes_from_the_recorded_run() -> None:
+    table = _readme_table()
+    memory = json.loads((ROOT / "benchmarks" / "results" / "memory.json").read_text("utf-8"))
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    block = readme.split(table.MEMORY_START, 1)[1].split(table.MEMORY_END, 1)[0]
+    assert block.strip() == table.memory_block(memory).strip()
+    assert "| 10,000 |" in block  # every recorded history length has its row
