@@ -294,6 +294,8 @@ def _collected_layers(policy: Policy, plan: LayerPlan) -> tuple[_CollectedLayer,
 class _ProcessFacts(NamedTuple):
     """What every call of one process needs from its plan (worked out once, see `_facts`)."""
 
+    #: the block layers a collector fills before composing (`_collected_layers`)
+    collected: tuple[_CollectedLayer, ...]
     #: the recall layers (filled after the history is cut), in plan order
     recall_layers: tuple[PlannedLayer, ...]
     #: their names (the layers whose cap is held for them, `ComposeCall.reserved`)
@@ -304,8 +306,8 @@ class _ProcessFacts(NamedTuple):
     tokenizer: Tokenizer
 
 
-def _facts(plan: LayerPlan) -> _ProcessFacts:
-    """The `_ProcessFacts` of ``plan``."""
+def _facts(policy: Policy, plan: LayerPlan) -> _ProcessFacts:
+    """The `_ProcessFacts` of ``plan`` (a plan of ``policy``)."""
     can_summarize, warning = _can_summarize(plan)
     recall_layers = tuple(
         layer
@@ -313,6 +315,7 @@ def _facts(plan: LayerPlan) -> _ProcessFacts:
         if layer.collector is not None and layer.collector.type == RECALL
     )
     return _ProcessFacts(
+        collected=_collected_layers(policy, plan),
         recall_layers=recall_layers,
         reserved=frozenset(layer.name for layer in recall_layers),
         can_summarize=can_summarize,
@@ -389,7 +392,6 @@ class PolicyEngine:
     """
 
     __slots__ = (
-        "_collected_layers",
         "_facts",
         "_memories",
         "_plans",
@@ -424,12 +426,9 @@ class PolicyEngine:
             }
         )
         self._recall_lock = threading.Lock()
-        # per process: the layers its collectors fill (decided once: every call asks)
-        self._collected_layers: Mapping[str, tuple[_CollectedLayer, ...]] = MappingProxyType(
-            {name: _collected_layers(policy, plan) for name, plan in self._plans.items()}
-        )
+        # per process: what every call needs from its plan (decided once: every call asks)
         self._facts: Mapping[str, _ProcessFacts] = MappingProxyType(
-            {name: _facts(plan) for name, plan in self._plans.items()}
+            {name: _facts(policy, plan) for name, plan in self._plans.items()}
         )
 
     @classmethod
@@ -513,12 +512,11 @@ class PolicyEngine:
         services: Mapping[str, Any],
         skip: Mapping[str, Any],
     ) -> tuple[CollectRequest, ...]:
-        layers = self._collected_layers.get(plan.process)
-        if layers is None:  # pragma: no cover - every plan is made up front
-            layers = _collected_layers(self._policy, plan)
+        facts = self._facts[plan.process]
+        layers = facts.collected
         if not layers:
             return ()
-        count = get_tokenizer(plan.tokenizer).count
+        count = facts.tokenizer.count
         view = MappingProxyType(state) if isinstance(state, dict) else state
         return tuple(
             CollectRequest(

@@ -17,7 +17,7 @@ import json
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Literal, overload
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 
 from ctxpolicy.layers import CHECKPOINT_MESSAGES, QUERY, layer_kind
 
@@ -285,7 +285,36 @@ def prefix_hashes(messages: Iterable[BaseMessage]) -> tuple[str, ...]:
     return tuple(out)
 
 
-class PrefixHashes(Sequence[str]):
+_T = TypeVar("_T")
+
+
+class _TupleStandIn(Sequence[_T]):
+    """A sequence that stands for a tuple it makes when first needed (`PrefixHashes`,
+    `LayerReports`): equal to and hashing as that tuple, shown and pickled as it."""
+
+    __slots__ = ()
+
+    def _as_tuple(self) -> tuple[_T, ...]:
+        raise NotImplementedError
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, _TupleStandIn):
+            return self._as_tuple() == other._as_tuple()
+        if isinstance(other, tuple):
+            return self._as_tuple() == other
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self._as_tuple())
+
+    def __repr__(self) -> str:
+        return repr(self._as_tuple())
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (tuple, (self._as_tuple(),))
+
+
+class PrefixHashes(_TupleStandIn[str]):
     """`prefix_hashes` of a call's messages, computed when first read (then kept).
 
     Most calls never read their prefix hashes; hashing every message on every call would
@@ -299,7 +328,7 @@ class PrefixHashes(Sequence[str]):
         self._messages: tuple[BaseMessage, ...] | None = tuple(messages)
         self._value: tuple[str, ...] | None = None
 
-    def _hashes(self) -> tuple[str, ...]:
+    def _as_tuple(self) -> tuple[str, ...]:
         value = self._value
         if value is None:
             value = prefix_hashes(self._messages or ())
@@ -319,29 +348,13 @@ class PrefixHashes(Sequence[str]):
     def __getitem__(self, index: slice) -> tuple[str, ...]: ...
 
     def __getitem__(self, index: int | slice) -> str | tuple[str, ...]:
-        return self._hashes()[index]
+        return self._as_tuple()[index]
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self._hashes())
-
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, PrefixHashes):
-            return self._hashes() == other._hashes()
-        if isinstance(other, tuple):
-            return self._hashes() == other
-        return NotImplemented
-
-    def __hash__(self) -> int:
-        return hash(self._hashes())
-
-    def __repr__(self) -> str:
-        return repr(self._hashes())
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (tuple, (self._hashes(),))
+        return iter(self._as_tuple())
 
 
-class LayerReports(Sequence[LayerReport]):
+class LayerReports(_TupleStandIn[LayerReport]):
     """The `LayerReport` of each layer of a composed call, each made when first read.
 
     Every compose call has a report, but most callers read few of its layers (the
@@ -378,7 +391,7 @@ class LayerReports(Sequence[LayerReport]):
             raise KeyError(f"no layer {name!r} in this report") from None
         return self._at(index)
 
-    def _all(self) -> tuple[LayerReport, ...]:
+    def _as_tuple(self) -> tuple[LayerReport, ...]:
         return tuple(self._at(index) for index in range(len(self._names)))
 
     def __len__(self) -> int:
@@ -402,22 +415,6 @@ class LayerReports(Sequence[LayerReport]):
     def __iter__(self) -> Iterator[LayerReport]:
         for index in range(len(self._names)):
             yield self._at(index)
-
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, LayerReports):
-            return self._all() == other._all()
-        if isinstance(other, tuple):
-            return self._all() == other
-        return NotImplemented
-
-    def __hash__(self) -> int:
-        return hash(self._all())
-
-    def __repr__(self) -> str:
-        return repr(self._all())
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (tuple, (self._all(),))
 
 
 def common_prefix(a: ComposeReport, b: ComposeReport) -> int:

@@ -122,6 +122,11 @@ def _check_add_options(metadata: Any, *, item_id: Any, tier: Any) -> None:
         raise ValueError(f"tier must be 'l1' or 'l2', got {tier!r}")
 
 
+def _check_message(message: object) -> None:
+    if not isinstance(message, BaseMessage):
+        raise TypeError(f"message must be a BaseMessage, got {type(message).__name__}")
+
+
 def _check_limit(value: Any, name: str = "limit") -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
@@ -587,8 +592,7 @@ class TieredMemory:
         Raises:
             TypeError: ``message`` is not a ``BaseMessage``.
         """
-        if not isinstance(message, BaseMessage):
-            raise TypeError(f"message must be a BaseMessage, got {type(message).__name__}")
+        _check_message(message)
         return message_version(message, fingerprint=self._fingerprints.of(message))
 
     def is_recorded(self, message: BaseMessage) -> bool:
@@ -605,8 +609,7 @@ class TieredMemory:
         Raises:
             TypeError: ``message`` is not a ``BaseMessage``.
         """
-        if not isinstance(message, BaseMessage):
-            raise TypeError(f"message must be a BaseMessage, got {type(message).__name__}")
+        _check_message(message)
         with self._lock:
             if message.id and str(message.id) not in self._latest:
                 return False  # a new message: no digest needed
