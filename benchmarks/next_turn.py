@@ -19,17 +19,14 @@ Compare two checkouts by running it under each, alternating (the machine drifts)
 from __future__ import annotations
 
 import argparse
-import gc
 import statistics
 import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_compose import ENGINE_POLICY, WARM_FACTOR, _encode_all
+from bench_compose import ENGINE_POLICY, WARM_FACTOR, _encode_all, _timed
 from workload import make_history, make_next_turn
 
 import ctxpolicy
@@ -38,16 +35,6 @@ from ctxpolicy.policy import Policy
 from ctxpolicy.tokens import get_tokenizer
 
 SYSTEM_PROMPT = "You are a careful data engineer."
-
-
-def _timed_us(fn: Callable[[], Any]) -> float:
-    gc.disable()
-    try:
-        start = time.perf_counter_ns()
-        fn()
-        return (time.perf_counter_ns() - start) / 1000
-    finally:
-        gc.enable()
 
 
 def run(n: int, *, turns: int, mode: str) -> dict[str, float]:
@@ -75,7 +62,7 @@ def run(n: int, *, turns: int, mode: str) -> dict[str, float]:
 
         cases = [(warm, next_turn), (encode, encode_new)]
         for samples, fn in cases if turn % 2 == 0 else reversed(cases):
-            samples.append(_timed_us(fn))
+            samples.append(1000 * _timed(fn)[0])  # µs
     return {
         "next_turn_us": statistics.median(warm),
         "encode_new_us": statistics.median(encode),
