@@ -39,9 +39,8 @@ def message_key(message: BaseMessage, position: int | None = None) -> str:
     at two places of a session is two messages).
     """
     if message.id:
-        return str(message.id)
-    digest = message_fingerprint(message)
-    return f"~{digest}" if position is None else f"~{position}:{digest}"
+        return str(message.id)  # no digest needed
+    return message_version(message, position)[0]
 
 
 def message_version(
