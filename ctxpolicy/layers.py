@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from types import MappingProxyType
-from typing import Final, Literal, get_args
+from typing import Final, Literal, NamedTuple, Protocol, get_args
 
 SYSTEM_PROMPT: Final = "system_prompt"
 CHECKPOINT_MESSAGES: Final = "checkpoint_messages"
@@ -59,6 +59,37 @@ def may_persist(layer: str) -> bool:
 
 LayerKind = Literal["system_prompt", "block", "history", "query"]
 Role = Literal["system", "human", "ai"]
+
+#: The processes a policy that declares none gets, by name: what each sets (the rest of
+#: `ctxpolicy.policy.ProcessRule` keeps its defaults). MapReduce processes take no
+#: history and only the framework and knowledge blocks (docs/design.md, 'Which layers a
+#: call gets').
+DEFAULT_PROCESSES: Final[Mapping[str, Mapping[str, object]]] = MappingProxyType(
+    {
+        "react": {},
+        "sequential": {},
+        "dynamic": {},
+        "hierarchical": {},
+        "mapreduce_planner": {
+            "checkpoint_messages": False,
+            "share_context": False,
+            "query": "runtime",
+            "include": (FRAMEWORK, EXPERIENCE, KNOWLEDGE),
+        },
+        "mapreduce_worker": {
+            "checkpoint_messages": False,
+            "share_context": False,
+            "query": "runtime",
+            "include": (FRAMEWORK, KNOWLEDGE),
+        },
+        "mapreduce_reducer": {
+            "checkpoint_messages": False,
+            "share_context": False,
+            "query": "runtime",
+            "include": (FRAMEWORK, EXPERIENCE, KNOWLEDGE),
+        },
+    }
+)
 
 # ----------------------------------------------------------------------------- overflow
 
@@ -137,3 +168,54 @@ def layer_kind(name: str) -> LayerKind:
     if is_block_layer(name):
         return "block"
     raise ValueError(f"{name!r} is not a layer name (expected a reserved name or *__context)")
+
+
+# ------------------------------------------------------------------- resolved settings
+
+
+class LayerSettings(Protocol):
+    """What a policy sets on one layer (`ctxpolicy.policy.LayerSpec`); None: unset."""
+
+    @property
+    def shared(self) -> bool | None: ...
+    @property
+    def persist(self) -> bool | None: ...
+    @property
+    def role(self) -> Role | None: ...
+    @property
+    def overflow(self) -> str | None: ...
+
+
+class ResolvedSettings(NamedTuple):
+    """A layer's settings with the defaults of its kind filled in."""
+
+    kind: LayerKind
+    shared: bool
+    persist: bool
+    role: Role
+    overflow: str
+
+
+def resolve_layer_settings(name: str, spec: LayerSettings | None) -> ResolvedSettings:
+    """The settings of layer ``name``: what ``spec`` sets, else its kind's defaults.
+
+    The one place the defaults of a layer are decided (`Policy.layer`, and the plain
+    policies ``ctxpolicy validate`` checks, `ctxpolicy.validation.plain`).
+
+    Raises:
+        ValueError: ``name`` is not a layer name.
+    """
+    kind = layer_kind(name)
+    default_persist = name in PERSISTED_BY_DEFAULT or kind == "history"
+    default_role: Role = "human" if kind == "query" else "system"
+    if spec is None:
+        return ResolvedSettings(
+            kind, kind == "block", default_persist, default_role, DEFAULT_OVERFLOW[kind]
+        )
+    return ResolvedSettings(
+        kind,
+        (kind == "block") if spec.shared is None else spec.shared,
+        default_persist if spec.persist is None else spec.persist,
+        default_role if spec.role is None else spec.role,
+        DEFAULT_OVERFLOW[kind] if spec.overflow is None else spec.overflow,
+    )

@@ -37,14 +37,12 @@ from pydantic import (
 )
 from typing_extensions import TypeAliasType
 
-from ctxpolicy.errors import UnknownProcessError
 from ctxpolicy.layers import (
     BLOCK_LAYER_PATTERN,
     CHECKPOINT_MESSAGES,
     DEFAULT_ORDER,
-    DEFAULT_OVERFLOW,
+    DEFAULT_PROCESSES,
     OVERFLOW_RULES,
-    PERSISTED_BY_DEFAULT,
     QUERY,
     SYSTEM_PROMPT,
     FileToolName,
@@ -56,9 +54,9 @@ from ctxpolicy.layers import (
     QueryPath,
     Role,
     TokenizerName,
-    is_block_layer,
     layer_kind,
 )
+from ctxpolicy.policy_views import PolicyViews
 
 POLICY_NAME_PATTERN = r"^[a-z0-9][a-z0-9_-]*$"
 CALLABLE_TARGET_PATTERN = r"^[A-Za-z_][A-Za-z0-9_.]*:[A-Za-z_][A-Za-z0-9_.]*$"
@@ -849,31 +847,12 @@ class ProcessRule(_Frozen):
 
 
 def _seed_processes() -> Mapping[str, ProcessRule]:
-    blocks_mr = ("framework__context", "experience__context", "knowledge__context")
-    shared = ProcessRule()
     return MappingProxyType(
-        {
-            "react": shared,
-            "sequential": shared,
-            "dynamic": shared,
-            "hierarchical": shared,
-            "mapreduce_planner": ProcessRule(
-                checkpoint_messages=False, share_context=False, query="runtime", include=blocks_mr
-            ),
-            "mapreduce_worker": ProcessRule(
-                checkpoint_messages=False,
-                share_context=False,
-                query="runtime",
-                include=("framework__context", "knowledge__context"),
-            ),
-            "mapreduce_reducer": ProcessRule(
-                checkpoint_messages=False, share_context=False, query="runtime", include=blocks_mr
-            ),
-        }
+        {name: ProcessRule.model_validate(rule) for name, rule in DEFAULT_PROCESSES.items()}
     )
 
 
-class Policy(_Frozen):
+class Policy(_Frozen, PolicyViews):
     """A validated, fully resolved, immutable context policy.
 
     Build one with `ctxpolicy.load_policy` (which validates the file and resolves
@@ -983,86 +962,23 @@ class Policy(_Frozen):
         and validating team files reads them for every layer of every file."""
         return cast("dict[str, Any]", self.__pydantic_private__)
 
-    @property
-    def source(self) -> Path | None:
-        """The file this policy was loaded from (None when built in code)."""
-        source: Path | None = self._private["_source"]
-        return source
-
-    @property
-    def block_layers(self) -> tuple[str, ...]:
-        """The ``__context`` layers in policy order."""
-        return tuple(name for name in self.order if is_block_layer(name))
-
-    @property
-    def available_tokens(self) -> int:
-        """``context_window * (1 - output_reserve)``, rounded down."""
-        return int(self.model.context_window * (1 - self.budget.output_reserve))
-
-    def layer(self, name: str) -> ResolvedLayer:
-        """The layer ``name`` with the defaults of its kind filled in.
-
-        Raises:
-            ValueError: ``name`` is not a layer name.
-        """
-        kind = layer_kind(name)
-        spec = self.layers.get(name, LayerSpec())
-        default_persist = name in PERSISTED_BY_DEFAULT or kind == "history"
-        default_role: Role = "human" if kind == "query" else "system"
+    def _resolved_layer(
+        self,
+        name: str,
+        kind: str,
+        settings: tuple[bool, bool, str, str],
+        collector: CollectorSpec | None,
+    ) -> ResolvedLayer:
+        shared, persist, role, overflow = settings
         return ResolvedLayer(
             name=name,
-            kind=kind,
-            shared=(kind == "block") if spec.shared is None else spec.shared,
-            persist=default_persist if spec.persist is None else spec.persist,
-            role=default_role if spec.role is None else spec.role,
-            overflow=DEFAULT_OVERFLOW[kind] if spec.overflow is None else spec.overflow,
-            collector=spec.collector,
+            kind=cast("LayerKind", kind),
+            shared=shared,
+            persist=persist,
+            role=cast("Role", role),
+            overflow=overflow,
+            collector=collector,
         )
-
-    def layer_base_dir(self, name: str) -> Path | None:
-        """Folder of the policy file that declared layer ``name``'s collector.
-
-        Relative ``template_file`` and ``files`` roots resolve against it (a layer
-        inherited through ``extends`` resolves against the parent's folder).
-        """
-        private = self._private
-        found: Path | None = private["_base_dirs"].get(name)
-        if found is not None:
-            return found
-        source: Path | None = private["_source"]
-        return source.parent if source is not None else None
-
-    def file_tools(self, process: str) -> tuple[FileToolsSpec | None, Path | None]:
-        """The file tools of ``process`` (its own ``tools``, else the top-level ``tools``)
-        and the folder their ``root`` is relative to (None for a policy built in code).
-
-        Raises:
-            UnknownProcessError: the policy does not declare ``process``.
-        """
-        own = self.process(process).tools
-        key = f"@processes.{process}.tools" if own is not None else "@tools"
-        spec = own if own is not None else self.tools
-        if spec is None:
-            return None, None
-        found = self._private["_base_dirs"].get(key)
-        if found is None and self.source is not None:
-            found = self.source.parent
-        return spec, found
-
-    def process(self, name: str) -> ProcessRule:
-        """The rule of process ``name``.
-
-        Raises:
-            UnknownProcessError: the policy does not declare ``name``.
-        """
-        try:
-            return self.processes[name]
-        except KeyError:
-            raise UnknownProcessError(name, tuple(self.processes)) from None
-
-    def ratio(self, layer: str) -> float:
-        """The budget ratio of ``layer`` (0 when the policy gives none)."""
-        return self.budget.ratios.get(layer, 0.0)
 
     def with_share_context(self, enabled: bool) -> Policy:
         """A copy with the central ``enable_share_context`` switch set."""

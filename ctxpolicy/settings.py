@@ -8,10 +8,13 @@ environment variables say; `apply_overrides` puts it and the explicit arguments 
 of the merged file, and `policy_path` is the one place that falls back to
 ``CTXPOLICY_POLICY`` when no policy file is given. An empty variable counts as unset.
 
-The variables are read with pydantic (already loaded for the policy models) rather than
-pydantic-settings, whose import would be a noticeable part of ``ctxpolicy validate``'s
-start-up; the rules are those of a pydantic-settings class with the ``CTXPOLICY_``
-prefix, case-insensitive names, extra variables ignored and empty values unset.
+The variables are read with pydantic rather than pydantic-settings, whose import would be
+a noticeable part of ``ctxpolicy validate``'s start-up; the rules are those of a
+pydantic-settings class with the ``CTXPOLICY_`` prefix, case-insensitive names, extra
+variables ignored and empty values unset. The model (`ctxpolicy.settings_model`) and
+pydantic with it are imported only when a ``CTXPOLICY_*`` variable is set:
+``ctxpolicy validate`` reads ordinary policy files without pydantic (docs/design.md,
+'Validation without the models').
 """
 
 from __future__ import annotations
@@ -19,37 +22,36 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
-
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
 from ctxpolicy.diagnostics import JsonPath, Location, PolicyIssue, SourceMap, format_path
 from ctxpolicy.errors import PolicyNotGivenError
-from ctxpolicy.layers import TokenizerName
+
+if TYPE_CHECKING:
+    from ctxpolicy.settings_model import CtxPolicySettings
 
 ENV_PREFIX = "CTXPOLICY_"
 
 
-class CtxPolicySettings(BaseModel):
-    """What the ``CTXPOLICY_*`` environment variables set (None = not set).
-
-    Attributes:
-        enable_share_context: ``CTXPOLICY_ENABLE_SHARE_CONTEXT`` (true/false/1/0/yes/no).
-        policy: ``CTXPOLICY_POLICY``, the policy file used when none is given.
-        tokenizer: ``CTXPOLICY_TOKENIZER``.
-        context_window: ``CTXPOLICY_CONTEXT_WINDOW`` (tokens).
-    """
-
-    model_config = ConfigDict(frozen=True, extra="ignore")
-
-    enable_share_context: bool | None = None
-    policy: Path | None = None
-    tokenizer: TokenizerName | None = None
-    context_window: int | None = Field(default=None, gt=0)
+#: The settings fields, in the order of `CtxPolicySettings` (each read from
+#: ``CTXPOLICY_<FIELD>``).
+SETTING_FIELDS: tuple[str, ...] = ("enable_share_context", "policy", "tokenizer", "context_window")
 
 
-#: Nothing set: what `read_settings` returns when no ``CTXPOLICY_*`` variable has a value.
-_UNSET = CtxPolicySettings()
+def _settings_model() -> ModuleType:
+    """`ctxpolicy.settings_model` (and pydantic), imported the first time it is needed."""
+    from ctxpolicy import settings_model  # declared lazy import (docs/design.md)
+
+    return settings_model
+
+
+def __getattr__(name: str) -> Any:
+    """``CtxPolicySettings``, imported when first asked for (PEP 562)."""
+    if name == "CtxPolicySettings":
+        return _settings_model().CtxPolicySettings
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 #: Effective-policy paths the settings override, by settings field.
 SETTING_PATHS: Mapping[str, tuple[str, ...]] = {
@@ -79,7 +81,7 @@ def _set_variables(environ: Mapping[str, str]) -> dict[str, str]:
 
     Names are matched case-insensitively; other variables are ignored.
     """
-    fields = CtxPolicySettings.model_fields
+    fields = SETTING_FIELDS
     found: dict[str, str] = {}
     width = len(ENV_PREFIX)
     for variable in environ:  # the names only: most values are never read
@@ -104,17 +106,16 @@ def read_settings(
         for every variable whose value is invalid.
     """
     values = _set_variables(os.environ if environ is None else environ)
-    if not values:
-        return _UNSET, []
+    model: type[CtxPolicySettings] = _settings_model().CtxPolicySettings
     valid: dict[str, Any] = {}
     problems: list[tuple[str, str]] = []
     for name, raw in values.items():
-        try:
-            valid[name] = getattr(CtxPolicySettings.model_validate({name: raw}), name)
-        except ValidationError as exc:
-            message = exc.errors()[0]["msg"] if exc.errors() else str(exc)
+        value, message = _settings_model().read_setting(name, raw)
+        if message is None:
+            valid[name] = value
+        else:
             problems.append((env_var(name), f"{message} (got {raw!r})"))
-    return CtxPolicySettings.model_construct(**valid), problems
+    return model.model_construct(**valid), problems
 
 
 def policy_path(
@@ -203,11 +204,13 @@ def apply_overrides(
     """
     out = dict(data)  # `_set` copies what it changes: ``data`` itself is never changed
     smap = dict(sourcemap)
-    settings, problems = read_settings(environ)
-    for field, path in SETTING_PATHS.items():
-        value = getattr(settings, field)
-        if value is not None and _set(out, path, value):
-            smap[path] = Location(env_source(env_var(field)))
+    problems: list[tuple[str, str]] = []
+    if _set_variables(os.environ if environ is None else environ):  # else: no pydantic
+        settings, problems = read_settings(environ)
+        for field, path in SETTING_PATHS.items():
+            value = getattr(settings, field)
+            if value is not None and _set(out, path, value):
+                smap[path] = Location(env_source(env_var(field)))
     for name, value in arguments.items():
         if value is not None and _set(out, SETTING_PATHS[name], value):
             smap[SETTING_PATHS[name]] = Location(argument_source(name))

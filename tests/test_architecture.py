@@ -36,12 +36,12 @@ FLOORS: tuple[tuple[str, ...], ...] = (
     # ground: the vocabulary, errors, positions and findings
     ("errors", "diagnostics", "layers"),
     # the format: models (the source of truth) and the schema generated from them
-    ("policy", "schema", "schemas", "tokenizers"),
+    ("policy", "policy_views", "schema", "schemas", "tokenizers"),
     # the pure pipeline: plan -> budget -> history -> compose -> report (validation checks
     # a policy's plans and templates with the same code, so it sits above)
     ("tokens", "templates", "budget", "plan", "history", "report", "compose"),
     # reading and checking policy files
-    ("settings", "validation", "loading"),
+    ("settings", "settings_model", "validation", "loading"),
     # what fills the layers
     ("summarize", "blocks", "memory", "recall", "collectors"),
     # the engine that runs one call
@@ -68,6 +68,12 @@ LAZY_IMPORTS = {
     "ctxpolicy/validation/schema_check.py": ["jsonschema"],
     # the template sandbox and jinja2: a policy with a template
     "ctxpolicy/validation/files.py": ["ctxpolicy.templates"],
+    # the pydantic models: a document with schema errors, or a `Policy` to build
+    "ctxpolicy/validation/__init__.py": ["ctxpolicy.policy"],
+    # the pydantic settings model: a CTXPOLICY_* variable is set
+    "ctxpolicy/settings.py": ["ctxpolicy.settings_model"],
+    # importlib.metadata: --version
+    "ctxpolicy/cli/__init__.py": ["importlib.metadata"],
 }
 
 

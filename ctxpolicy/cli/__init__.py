@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import importlib.metadata
 import os
 import sys
 import traceback
@@ -75,7 +74,14 @@ examples:
 
 
 def package_version() -> str:
-    """The installed distribution's version, else the package's ``__version__``."""
+    """The installed distribution's version, else the package's ``__version__``.
+
+    importlib.metadata is imported here, when the version is asked for: it costs every
+    other command ~25 ms of start-up (docs/design.md, 'Structure: where each decision
+    lives').
+    """
+    import importlib.metadata  # declared lazy import
+
     try:
         return importlib.metadata.version(PROG)
     except importlib.metadata.PackageNotFoundError:

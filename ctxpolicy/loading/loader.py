@@ -6,7 +6,7 @@ import os
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ctxpolicy.diagnostics import (
     POLICY_SUFFIXES,
@@ -20,9 +20,11 @@ from ctxpolicy.diagnostics import (
 )
 from ctxpolicy.errors import PolicyValidationError
 from ctxpolicy.loading.extends import DocumentCache, resolve_extends
-from ctxpolicy.policy import Policy
 from ctxpolicy.settings import apply_overrides, policy_path
 from ctxpolicy.validation import validate_data
+
+if TYPE_CHECKING:
+    from ctxpolicy.policy import Policy
 
 PathLike = str | os.PathLike[str]
 
@@ -150,6 +152,21 @@ def resolve_policy(
         environ: Environment to read instead of ``os.environ``.
         documents: Documents already parsed in this run (see `validate_paths`).
     """
+    return _resolve(
+        path, enable_share_context=enable_share_context, environ=environ, documents=documents
+    )
+
+
+def _resolve(
+    path: PathLike,
+    *,
+    enable_share_context: bool | None = None,
+    environ: Mapping[str, str] | None = None,
+    documents: DocumentCache | None = None,
+    typed: bool = True,
+) -> LoadResult:
+    """`resolve_policy`; ``typed=False`` finds the issues only (the result's policy is
+    None: see `ctxpolicy.validation.build_policy`)."""
     file = Path(path)
     name = display_name(file)
     # the merged data is only read (validated), never handed out: no copy of shared files
@@ -171,6 +188,7 @@ def resolve_policy(
         source=file.absolute(),
         base_dirs=_base_dirs(data, smap),
         memo=None if documents is None else documents.checks,
+        typed=typed,
     )
     issues.extend(found)
     if any(i.severity == "error" for i in issues):
@@ -259,7 +277,7 @@ def validate_paths(
                 PolicyIssue(display_name(file), 0, 0, "$", "no such file or folder", "file.missing")
             )
             continue
-        issues.extend(resolve_policy(file, documents=documents).issues)
+        issues.extend(_resolve(file, documents=documents, typed=False).issues)
     return list(sorted_issues(issues))
 
 

@@ -9,27 +9,33 @@ still run on the parts of the document that are structurally valid (each rule wh
 sections passed the schema; see `ctxpolicy.validation.sections`), so fixing the
 reported problems does not reveal new ones. Validation never imports
 `ctxpolicy.loading`: the loader reads the files and hands the data over.
+
+The pydantic models (and pydantic) are imported the first time a `Policy` is built.
+``build_policy(..., typed=False)``, what ``ctxpolicy validate`` asks for, checks a
+document the schema accepted as a `ctxpolicy.validation.plain.PlainPolicy` instead: the
+same findings, without pydantic (docs/design.md, 'Validation without the models').
 """
 
 from __future__ import annotations
 
 from collections.abc import Hashable, Mapping, MutableMapping
 from pathlib import Path
-from typing import Any
-
-from pydantic import ValidationError
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
 from ctxpolicy.diagnostics import Finding, JsonPath, Location, PolicyIssue, place_finding
-from ctxpolicy.policy import Policy
+from ctxpolicy.schema import load_schema
 from ctxpolicy.validation.files import check_files
+from ctxpolicy.validation.plain import PlainPolicy
 from ctxpolicy.validation.schema_check import check_schema, did_you_mean
 from ctxpolicy.validation.sections import BrokenSections
 from ctxpolicy.validation.semantic import RULE_SECTIONS, RULES, check_semantics
 
+if TYPE_CHECKING:
+    from ctxpolicy.policy import Policy
+
 #: The sections the file rules read (each layer and each process on its own).
 FILE_RULE_SECTIONS = frozenset({"layers.*", "processes.*", "tools"})
-#: The top-level keys of the format.
-_POLICY_KEYS = frozenset(Policy.model_fields)
 
 
 #: What a run has worked out already (``DocumentCache.checks``): checks of shared values
@@ -43,11 +49,19 @@ def check_policy(policy: Policy, *, memo: Memo | None = None) -> list[Finding]:
     return [*check_semantics(policy), *check_files(policy, memo=memo)]
 
 
+def _models() -> ModuleType:
+    """`ctxpolicy.policy` (and pydantic), imported the first time a `Policy` is built."""
+    from ctxpolicy import policy  # declared lazy import (docs/design.md)
+
+    return policy
+
+
 def _model_findings(exc: ValueError) -> list[Finding]:
-    if not isinstance(exc, ValidationError):
+    errors = getattr(exc, "errors", None)  # a pydantic ValidationError has its errors
+    if not callable(errors):
         return [Finding((), str(exc), "schema.model")]
     findings = []
-    for error in exc.errors():
+    for error in errors():
         loc = error["loc"]
         path = tuple(p for p in loc if isinstance(p, int) or ("[" not in p and "-" not in p))
         findings.append(Finding(path, error["msg"], "schema.model"))
@@ -60,7 +74,7 @@ def _typed(data: Any, *, source: Path | None, base_dirs: Mapping[str, Path] | No
     Raises:
         ValueError: the models refuse the data.
     """
-    policy = Policy.model_validate(data)
+    policy: Policy = _models().Policy.model_validate(data)
     policy._source = source
     policy._base_dirs = dict(base_dirs or {})
     return policy
@@ -82,13 +96,14 @@ def _rules_on_valid_parts(
         policy = _typed(broken.prune(data), source=source, base_dirs=base_dirs)
     except ValueError:
         return []  # what is left still does not make a policy: the schema errors say why
+    known = frozenset(load_schema()["properties"])  # the top-level keys of the format
     findings = [
         finding
         for rule in RULES
-        if broken.allows(RULE_SECTIONS[rule], known=_POLICY_KEYS)
+        if broken.allows(RULE_SECTIONS[rule], known=known)
         for finding in rule(policy)
     ]
-    if broken.allows(FILE_RULE_SECTIONS, known=_POLICY_KEYS):
+    if broken.allows(FILE_RULE_SECTIONS, known=known):
         findings.extend(check_files(policy, memo=memo))
     return findings
 
@@ -99,6 +114,7 @@ def build_policy(
     source: Path | None = None,
     base_dirs: Mapping[str, Path] | None = None,
     memo: Memo | None = None,
+    typed: bool = True,
 ) -> tuple[Policy | None, list[Finding]]:
     """Both passes over plain data.
 
@@ -108,16 +124,23 @@ def build_policy(
         base_dirs: The folder each relative path resolves against (see `Policy`).
         memo: What this run has worked out already (`Memo`); None works it all out.
             Values in ``data`` are remembered by identity: ``data`` must not change.
+        typed: False: only the findings are wanted. A document the schema accepts is then
+            checked as a `PlainPolicy`, without building its `Policy` (and without
+            importing pydantic); the policy returned is None, the findings the same.
 
     Returns:
-        The typed policy (None when the structure is invalid) and every finding: the
-        schema's, and the semantic rules' on every part the schema errors leave intact.
+        The typed policy (None when the structure is invalid, or ``typed`` is False) and
+        every finding: the schema's, and the semantic rules' on every part the schema
+        errors leave intact.
     """
     findings = check_schema(data, memo=memo)
     errors = [f for f in findings if f.severity == "error"]
     if errors:
         partial = _rules_on_valid_parts(data, errors, source=source, base_dirs=base_dirs, memo=memo)
         return None, [*findings, *partial]
+    if not typed:
+        plain = PlainPolicy(data, source=source, base_dirs=base_dirs)
+        return None, [*findings, *check_policy(plain.as_policy(), memo=memo)]
     try:
         policy = _typed(data, source=source, base_dirs=base_dirs)
     except ValueError as exc:  # the schema and the models disagree: still report, never raise
@@ -143,10 +166,13 @@ def validate_data(
     source: Path | None = None,
     base_dirs: Mapping[str, Path] | None = None,
     memo: Memo | None = None,
+    typed: bool = True,
 ) -> tuple[Policy | None, list[PolicyIssue]]:
-    """Both passes, with every finding placed at its file, line and column (``memo``:
-    see `build_policy`)."""
-    policy, findings = build_policy(data, source=source, base_dirs=base_dirs, memo=memo)
+    """Both passes, with every finding placed at its file, line and column (``memo`` and
+    ``typed``: see `build_policy`)."""
+    policy, findings = build_policy(
+        data, source=source, base_dirs=base_dirs, memo=memo, typed=typed
+    )
     if policy is not None:
         policy._order_locations = _order_locations(policy, sourcemap)
     issues = [place_finding(f, sourcemap, default_file=file) for f in findings]

@@ -14,10 +14,12 @@ import re
 from collections.abc import Hashable, Iterator, MutableMapping
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ctxpolicy.diagnostics import MAX_FILE_BYTES, Finding, JsonPath, shown_path
-from ctxpolicy.policy import CollectorSpec, FilesCollectorSpec, LayerSpec, Policy
+
+if TYPE_CHECKING:  # the rules read a policy, never build one: no pydantic at run time
+    from ctxpolicy.policy import CollectorSpec, LayerSpec, Policy
 
 Memo = MutableMapping[Hashable, Any]
 
@@ -151,7 +153,7 @@ def _collector_files(
     template_file = getattr(collector, "template_file", None)
     if isinstance(template_file, str):
         yield from _remembered_template_file(base, template_file, (*where, "template_file"), memo)
-    if isinstance(collector, FilesCollectorSpec):
+    if collector.type == "files":
         yield from _folder_root(base, collector.root, (*where, "root"), what="files")
         yield from _select_escapes(collector.select, (*where, "select"))
 

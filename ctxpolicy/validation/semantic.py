@@ -14,7 +14,7 @@ document with schema errors still gets every rule whose sections are structurall
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Iterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ctxpolicy.diagnostics import Finding
 from ctxpolicy.layers import (
@@ -26,19 +26,15 @@ from ctxpolicy.layers import (
     is_block_layer,
 )
 from ctxpolicy.plan import cache_order_warnings, plan_layers
-from ctxpolicy.policy import (
-    BudgetSpec,
-    CollectorSpec,
-    Policy,
-    ProcessRule,
-    StateCollectorSpec,
-)
 from ctxpolicy.validation.sections import WHOLE_POLICY
+
+if TYPE_CHECKING:  # the rules read a policy, never build one: no pydantic at run time
+    from ctxpolicy.policy import CollectorSpec, Policy, ProcessRule
 
 #: Largest sum of ratios (a little slack for decimal fractions such as 0.1 + 0.2).
 RATIO_SUM_LIMIT = 1.0 + 1e-9
 
-Rule = Callable[[Policy], Iterator[Finding]]
+Rule = Callable[["Policy"], Iterator[Finding]]
 
 
 def check_order(policy: Policy) -> Iterator[Finding]:
@@ -168,7 +164,7 @@ def check_state_persistence(policy: Policy) -> Iterator[Finding]:
     """
     for name, spec in policy.layers.items():
         collector = spec.collector
-        if not is_block_layer(name) or not isinstance(collector, StateCollectorSpec):
+        if not is_block_layer(name) or collector is None or collector.type != "state":
             continue
         field = collector.field
         if field == name or not policy.layer(name).persist:
@@ -245,7 +241,7 @@ def _distinct_processes(policy: Policy) -> list[str]:
     return kept
 
 
-_Described = tuple[tuple[str, str, CollectorSpec | None], ...]
+_Described = tuple[tuple[str, str, "CollectorSpec | None"], ...]
 
 #: `_plans` of recent policies, by everything planning reads (team files that extend one
 #: base plan the same layers: only the first pays for planning).
@@ -265,7 +261,7 @@ def _plans_key(policy: Policy) -> Hashable:
     sizes the caps but never decides which layers a plan gets (only a negative number of
     available tokens would make planning fail).
     """
-    budget = tuple(_frozen(getattr(policy.budget, field)) for field in BudgetSpec.model_fields)
+    budget = tuple(_frozen(value) for value in vars(policy.budget).values())
     return (
         policy.order,
         policy.enable_share_context,

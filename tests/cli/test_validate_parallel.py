@@ -150,10 +150,15 @@ def test_by_default_a_second_process_only_when_a_cpu_is_idle(
 
 # --------------------------------------------------------------------------- imports
 
-_LAZY = "sorted({m.split('.')[0] for m in sys.modules} & {'jsonschema', 'jinja2', 'ruamel'})"
+_LAZY = (
+    "sorted({m.split('.')[0] for m in sys.modules} & {'jsonschema', 'jinja2', 'ruamel', "
+    "'pydantic'} | {m for m in sys.modules if m == 'importlib.metadata'})"
+)
 
 
-def _modules_after_validate(folder: Path, expected_code: int) -> list[str]:
+def _modules_after_validate(
+    folder: Path, expected_code: int, env: dict[str, str] | None = None
+) -> list[str]:
     script = (
         "import sys\n"
         "from ctxpolicy.cli import main\n"
@@ -161,13 +166,19 @@ def _modules_after_validate(folder: Path, expected_code: int) -> list[str]:
         f"assert code == {expected_code}, code\n"
         f"print({_LAZY})"
     )
+    environ = {k: v for k, v in os.environ.items() if not k.upper().startswith("CTXPOLICY_")}
     done = subprocess.run(
-        [sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, check=True
+        [sys.executable, "-c", script],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**environ, **(env or {})},
     )
     return eval(done.stdout.strip().splitlines()[-1])  # a printed list of names
 
 
-def test_valid_plain_policies_need_neither_jsonschema_nor_jinja2_nor_ruamel(
+def test_valid_plain_policies_need_no_jsonschema_jinja2_ruamel_pydantic_or_metadata(
     tmp_path: Path,
 ) -> None:
     for n in range(3):
@@ -185,4 +196,19 @@ def test_each_is_loaded_when_a_file_needs_it(tmp_path: Path) -> None:
         "layers:\n  a__context:\n    collector: {type: template, template: '{{ x }}'}\n",
         encoding="utf-8",
     )
-    assert _modules_after_validate(tmp_path, 1) == ["jinja2", "jsonschema", "ruamel"]
+    with_pydantic = ["importlib.metadata", "jinja2", "jsonschema", "pydantic", "ruamel"]
+    assert _modules_after_validate(tmp_path, 1) == with_pydantic  # pydantic loads metadata
+
+
+def test_valid_team_files_need_no_pydantic(tmp_path: Path) -> None:
+    # the CI case: a base with templates and files, and team files extending it
+    shutil.copytree(REPO / "policies", tmp_path / "policies")
+    assert _modules_after_validate(tmp_path / "policies", 0) == ["jinja2"]
+
+
+def test_pydantic_is_loaded_to_read_a_ctxpolicy_variable(tmp_path: Path) -> None:
+    (tmp_path / "p.yaml").write_text(BASE, encoding="utf-8")
+    found = _modules_after_validate(tmp_path, 0, {"CTXPOLICY_CONTEXT_WINDOW": "64000"})
+    assert found == ["importlib.metadata", "pydantic"]
+    found = _modules_after_validate(tmp_path, 1, {"CTXPOLICY_CONTEXT_WINDOW": "-3"})
+    assert found == ["importlib.metadata", "pydantic"]
