@@ -222,8 +222,8 @@ def section(model: str, data: Mapping[str, Any]) -> Section:
         name: _field(model, name, data.get(name, default)) for name, default in defaults.items()
     }
     for name, value in data.items():
-        if name not in defaults:
-            fields[name] = _field(model, name, value)
+        if name not in defaults:  # a required field: never one that holds a model
+            fields[name] = _value(value)
     return Section(fields)
 
 

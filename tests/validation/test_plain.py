@@ -26,7 +26,7 @@ from ctxpolicy.loading import loader
 from ctxpolicy.loading.extends import resolve_extends
 from ctxpolicy.policy import Policy
 from ctxpolicy.settings import SETTING_FIELDS, CtxPolicySettings
-from ctxpolicy.validation import build_policy, check_schema
+from ctxpolicy.validation import build_policy, check_schema, validate_data
 from ctxpolicy.validation.plain import (
     COLLECTOR_MODELS,
     DEFAULTS,
@@ -120,6 +120,11 @@ def test_nested_names_every_field_that_holds_a_model() -> None:
         if (nested := _nested_of(_model(name), field)) is not None
     }
     assert found == dict(NESTED)
+
+
+def test_only_fields_with_a_default_hold_a_model() -> None:
+    # `section` converts the nested models of the fields in DEFAULTS only
+    assert all(field in DEFAULTS[model] for model, field in NESTED)
 
 
 def test_each_collector_type_has_its_model() -> None:
@@ -242,6 +247,55 @@ def test_a_document_the_schema_refuses_still_gets_the_models_findings() -> None:
     assert policy is None
     assert findings == build_policy(data)[1]
     assert {f.rule for f in findings} >= {"schema.type", "order.starts-with-system-prompt"}
+
+
+def test_the_plain_route_resolves_paths_against_the_source(tmp_path: Path) -> None:
+    # no base_dirs: the file rules fall back to the policy file's folder, in both routes
+    (tmp_path / "prompts").mkdir()
+    (tmp_path / "prompts" / "ok.j2").write_text("{{ x }}", encoding="utf-8")
+    (tmp_path / "prompts" / "bad.j2").write_text("{% if %}", encoding="utf-8")
+    data = {
+        "version": 1,
+        "name": "p",
+        "order": ["system_prompt", "a__context", "b__context", "checkpoint_messages", "query"],
+        "layers": {
+            "a__context": {"collector": {"type": "template", "template_file": "prompts/ok.j2"}},
+            "b__context": {"collector": {"type": "template", "template_file": "prompts/bad.j2"}},
+        },
+        "tools": {"root": "missing"},
+    }
+    source = tmp_path / "p.yaml"
+    typed = build_policy(data, source=source)[1]
+    assert build_policy(data, source=source, typed=False)[1] == typed
+    assert [(f.rule, f.file) for f in typed if f.file] == [
+        ("template.syntax", str(tmp_path / "prompts" / "bad.j2"))
+    ]
+    assert "files.root-missing" in {f.rule for f in typed}
+
+
+def test_the_plain_route_remembers_template_files_in_the_memo(tmp_path: Path) -> None:
+    (tmp_path / "t.j2").write_text("hello", encoding="utf-8")
+    order = ["system_prompt", "a__context", "checkpoint_messages", "query"]
+    collector = {"type": "template", "template_file": "t.j2"}
+    data = {
+        "version": 1,
+        "name": "p",
+        "order": order,
+        "layers": {"a__context": {"collector": collector}},
+    }
+    memo: dict[Any, Any] = {}
+    build_policy(data, source=tmp_path / "p.yaml", memo=memo, typed=False)
+    assert [key for key in memo if isinstance(key, tuple) and key[0] == "template_file"] == [
+        ("template_file", tmp_path, "t.j2", ("layers", "a__context", "collector", "template_file"))
+    ]
+
+
+def test_validate_data_passes_typed_on() -> None:
+    data = {"version": 1, "name": "ok"}
+    assert validate_data(data, {}, file="p.yaml", typed=False) == (None, [])
+    policy, issues = validate_data(data, {}, file="p.yaml")
+    assert policy is not None
+    assert issues == []
 
 
 def test_a_plain_route_returns_no_policy() -> None:
