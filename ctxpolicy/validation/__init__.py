@@ -139,7 +139,7 @@ def build_policy(
         partial = _rules_on_valid_parts(data, errors, source=source, base_dirs=base_dirs, memo=memo)
         return None, [*findings, *partial]
     if not typed:
-        plain = PlainPolicy(data, source=source, base_dirs=base_dirs)
+        plain = PlainPolicy(data, source=source, base_dirs=base_dirs, memo=memo)
         return None, [*findings, *check_policy(plain.as_policy(), memo=memo)]
     try:
         policy = _typed(data, source=source, base_dirs=base_dirs)

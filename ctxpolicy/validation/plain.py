@@ -23,7 +23,8 @@ models'.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import functools
+from collections.abc import Hashable, Mapping, MutableMapping
 from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, cast
@@ -211,20 +212,52 @@ def _field(model: str, name: str, value: Any) -> Any:
     return section(nested, value)
 
 
-def section(model: str, data: Mapping[str, Any]) -> Section:
+@functools.cache
+def _default(model: str, name: str) -> Any:
+    """Field ``name`` of ``model`` when a document leaves it out (read once: a `Section`
+    is immutable, so every section may share it)."""
+    return _field(model, name, DEFAULTS[model][name])
+
+
+_ABSENT: Any = object()
+
+
+def section(
+    model: str, data: Mapping[str, Any], *, read: Mapping[str, Any] | None = None
+) -> Section:
     """The object ``data`` of model ``model`` (a name in `DEFAULTS`), defaults filled in.
 
     Fields come in the models' order: the defaults' first, then the set ones not among
-    them (the required fields).
+    them (the required fields). ``read`` gives fields already read (`PlainPolicy`'s memo).
     """
-    defaults = DEFAULTS[model]
-    fields = {
-        name: _field(model, name, data.get(name, default)) for name, default in defaults.items()
-    }
+    fields = {}
+    for name in DEFAULTS[model]:
+        value = data.get(name, _ABSENT)
+        if value is _ABSENT:
+            fields[name] = _default(model, name)
+        elif read is not None and name in read:
+            fields[name] = read[name]
+        else:
+            fields[name] = _field(model, name, value)
     for name, value in data.items():
-        if name not in defaults:  # a required field: never one that holds a model
+        if name not in fields:  # a required field: never one that holds a model
             fields[name] = _value(value)
     return Section(fields)
+
+
+def _policy_section(data: Mapping[str, Any], memo: MutableMapping[Hashable, Any] | None) -> Section:
+    """`section` of the policy, each top-level mapping or list read once per run."""
+    if memo is None:
+        return section("Policy", data)
+    read = {}
+    for name, value in data.items():
+        if type(value) is dict or type(value) is list:
+            key = ("plain", name, id(value))
+            found = memo.get(key)
+            if found is None or found[0] is not value:
+                found = memo[key] = (value, _field("Policy", name, value))
+            read[name] = found[1]
+    return section("Policy", data, read=read)
 
 
 class PlainPolicy(Section, PolicyViews):
@@ -243,8 +276,19 @@ class PlainPolicy(Section, PolicyViews):
         *,
         source: Path | None = None,
         base_dirs: Mapping[str, Path] | None = None,
+        memo: MutableMapping[Hashable, Any] | None = None,
     ) -> None:
-        super().__init__(vars(section("Policy", data)))
+        """Read ``data`` (a document the schema accepts).
+
+        Args:
+            data: The policy data.
+            source: The policy file (relative paths resolve against its folder).
+            base_dirs: The folder each relative path resolves against (see `Policy`).
+            memo: Where a run remembers each top-level section it read, by identity (the
+                run's ``DocumentCache.checks``: a base's sections are the same objects in
+                every team file that extends it, so each is read once); None reads all.
+        """
+        super().__init__(vars(_policy_section(data, memo)))
         extra = object.__setattr__  # the slots: not fields (`Section` compares its fields)
         extra(self, "model_fields_set", frozenset(data))
         extra(self, "_private", {"_source": source, "_base_dirs": dict(base_dirs or {})})

@@ -179,6 +179,37 @@ def test_a_plain_policy_keeps_what_the_document_sets_apart() -> None:
     assert plain.as_policy() is plain
 
 
+def test_a_run_reads_each_shared_section_once() -> None:
+    # team files that extend one base share its sections (the same objects): read once
+    layers = {"a__context": {"collector": {"type": "template", "template": "x"}}}
+    memo: dict[Any, Any] = {}
+    one = PlainPolicy({"version": 1, "name": "a", "layers": layers}, memo=memo)
+    two = PlainPolicy({"version": 1, "name": "b", "layers": layers, "order": []}, memo=memo)
+    assert two.layers is one.layers
+    assert two.order == ()
+    assert vars(one) == vars(PlainPolicy({"version": 1, "name": "a", "layers": layers}))
+    copied = {"a__context": {"collector": {"type": "template", "template": "x"}}}
+    other = PlainPolicy({"version": 1, "name": "c", "layers": copied}, memo=memo)
+    assert other.layers == one.layers
+    assert other.layers is not one.layers
+    assert PlainPolicy({"version": 1, "name": "d", "layers": layers}).layers is not one.layers
+
+
+def test_a_reused_id_is_read_again() -> None:
+    # the memo keeps the object it read: another object at the same address is not it
+    layers = {"b__context": {"persist": True}}
+    memo: dict[Any, Any] = {("plain", "layers", id(layers)): ({}, "stale")}
+    plain = PlainPolicy({"version": 1, "name": "a", "layers": layers}, memo=memo)
+    assert plain.layers["b__context"].persist is True
+    assert memo[("plain", "layers", id(layers))] == (layers, plain.layers)
+
+
+def test_an_unset_field_shares_its_default() -> None:
+    one, two = PlainPolicy({"version": 1, "name": "a"}), PlainPolicy({"version": 1, "name": "b"})
+    assert one.processes is two.processes
+    assert one.processes["react"] == section("ProcessRule", {})
+
+
 # ------------------------------------------------------------------ whole policies
 
 
