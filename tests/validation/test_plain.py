@@ -182,12 +182,17 @@ def test_a_plain_policy_keeps_what_the_document_sets_apart() -> None:
 def test_a_run_reads_each_shared_section_once() -> None:
     # team files that extend one base share its sections (the same objects): read once
     layers = {"a__context": {"collector": {"type": "template", "template": "x"}}}
+    order = ["system_prompt", "a__context", "checkpoint_messages", "query"]
     memo: dict[Any, Any] = {}
-    one = PlainPolicy({"version": 1, "name": "a", "layers": layers}, memo=memo)
-    two = PlainPolicy({"version": 1, "name": "b", "layers": layers, "order": []}, memo=memo)
+    one = PlainPolicy({"version": 1, "name": "a", "layers": layers, "order": order}, memo=memo)
+    two = PlainPolicy({"version": 1, "name": "b", "layers": layers, "order": order}, memo=memo)
     assert two.layers is one.layers
-    assert two.order == ()
-    assert vars(one) == vars(PlainPolicy({"version": 1, "name": "a", "layers": layers}))
+    assert two.order is one.order
+    # only the mappings and lists are remembered, not each file's own scalars
+    assert sorted(key[1] for key in memo) == ["layers", "order"]
+    assert vars(one) == vars(
+        PlainPolicy({"version": 1, "name": "a", "layers": layers, "order": order})
+    )
     copied = {"a__context": {"collector": {"type": "template", "template": "x"}}}
     other = PlainPolicy({"version": 1, "name": "c", "layers": copied}, memo=memo)
     assert other.layers == one.layers
@@ -319,6 +324,13 @@ def test_the_plain_route_remembers_template_files_in_the_memo(tmp_path: Path) ->
     assert [key for key in memo if isinstance(key, tuple) and key[0] == "template_file"] == [
         ("template_file", tmp_path, "t.j2", ("layers", "a__context", "collector", "template_file"))
     ]
+
+
+def test_the_plain_route_reads_shared_sections_through_the_memo() -> None:
+    layers = {"a__context": {"persist": True}}
+    memo: dict[Any, Any] = {}
+    build_policy({"version": 1, "name": "p", "layers": layers}, memo=memo, typed=False)
+    assert memo[("plain", "layers", id(layers))][0] is layers
 
 
 def test_validate_data_passes_typed_on() -> None:
