@@ -21,8 +21,10 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import repeat
+from operator import is_
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 
@@ -350,6 +352,198 @@ def _fit_other_layer(
         tally.notes.append("empty: no value this call")
 
 
+class _Fitted(NamedTuple):
+    """A single-message layer fitted to its cap: what its tally gets (see `_Frame`)."""
+
+    #: the text of its message (cut when it was truncated), None: no message
+    text: str | None
+    make: Callable[[str], BaseMessage] | None
+    tokens: int
+    cuts: tuple[LayerCut, ...]
+    notes: tuple[str, ...]
+    source: LayerSource
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class _Frame:
+    """What a composition makes of everything but its history (the other layers).
+
+    It depends only on the fields it is keyed on (`_frame_fits`), never on the history,
+    so a call with the same ones (the next turn: same system prompt, same contexts) takes
+    it as it is and composes only the history. Its caps and fits are those of a call
+    whose history demands nothing; when caps are redistributed and a history is given
+    they are worked out again (`compose_call`).
+    """
+
+    plan: LayerPlan
+    system_prompt: str
+    query: str | None
+    values: Mapping[str, str | None]
+    sources: Mapping[str, LayerSource] | None
+    reserved: frozenset[str]
+    tokenizer: Tokenizer
+    texts: Mapping[str, _Text]
+    counts: Mapping[str, int]
+    demands: Mapping[str, int]
+    caps: Mapping[str, int]
+    #: where each layer's value comes from (`_source`)
+    layer_sources: Mapping[str, LayerSource]
+    #: per layer but the history; None for a layer whose fit raised (fitted again, in
+    #: order, on every call: the error must come from the same layer as without a frame)
+    fits: Mapping[str, _Fitted | None]
+    contexts: Mapping[str, str]
+
+
+class FrameMemo:
+    """The last `_Frame` of one process's calls (`compose_call`'s ``memo``).
+
+    The frame is immutable and replaced whole (one assignment), so one memo can serve
+    many threads: a race only makes a frame again.
+    """
+
+    __slots__ = ("frame",)
+
+    def __init__(self) -> None:
+        self.frame: _Frame | None = None
+
+
+def _frame_fits(
+    frame: _Frame,
+    call: ComposeCall,
+    values: Mapping[str, str | None],
+    sources: Mapping[str, LayerSource] | None,
+) -> bool:
+    """Whether ``frame`` is what ``call`` makes of its other layers."""
+    return (
+        frame.plan is call.plan
+        and frame.tokenizer is call.tokenizer
+        and frame.system_prompt == call.system_prompt
+        and frame.query == call.query
+        and frame.values == values
+        and frame.sources == sources
+        and frame.reserved == call.reserved
+    )
+
+
+def _fit_others(
+    call: ComposeCall,
+    texts: Mapping[str, _Text],
+    counts: Mapping[str, int],
+    caps: Mapping[str, int],
+    sources: Mapping[str, LayerSource],
+) -> dict[str, _Fitted | None]:
+    """Each layer but the history fitted to ``caps`` (None: its fit raised)."""
+    fits: dict[str, _Fitted | None] = {}
+    tok = call.tokenizer
+    for layer in call.plan.layers:
+        if layer.kind == "history":
+            continue
+        name = layer.name
+        tally = LayerTally(layer, [], 0, 0, caps.get(name, 0), [], [], sources[name])
+        text = texts.get(name)
+        try:
+            _fit_other_layer(tok, tally, text, counts)
+        except BudgetExceededError:
+            fits[name] = None
+            continue
+        shown = None if not tally.messages else str(tally.messages[0].content)
+        fits[name] = _Fitted(
+            shown,
+            None if text is None else text[1],
+            tally.tokens,
+            tuple(tally.cuts),
+            tuple(tally.notes),
+            tally.source,
+        )
+    return fits
+
+
+def _make_frame(
+    call: ComposeCall,
+    values: Mapping[str, str | None],
+    sources: Mapping[str, LayerSource] | None,
+) -> _Frame:
+    """The `_Frame` of ``call`` (its history aside)."""
+    plan = call.plan
+    texts = _layer_texts(call, values)
+    counts = {name: call.tokenizer.count_message(text[2]) for name, text in texts.items()}
+    demands = layer_demands(plan, counts, reserved=call.reserved)
+    caps = call_caps(plan, demands)
+    layer_sources = {layer.name: _source(layer, values, sources) for layer in plan.layers}
+    return _Frame(
+        plan=plan,
+        system_prompt=call.system_prompt,
+        query=call.query,
+        values=dict(values),
+        sources=None if sources is None else dict(sources),
+        reserved=call.reserved,
+        tokenizer=call.tokenizer,
+        texts=texts,
+        counts=counts,
+        demands=demands,
+        caps=caps,
+        layer_sources=layer_sources,
+        fits=_fit_others(call, texts, counts, caps, layer_sources),
+        contexts={k: v for k, v in values.items() if v},
+    )
+
+
+def _frame(
+    call: ComposeCall,
+    values: Mapping[str, str | None],
+    sources: Mapping[str, LayerSource] | None,
+    memo: FrameMemo | None,
+) -> _Frame:
+    """The `_Frame` of ``call``: ``memo``'s when it fits, else a new one (kept in ``memo``)."""
+    if memo is not None:
+        frame = memo.frame
+        if frame is not None and _frame_fits(frame, call, values, sources):
+            return frame
+    frame = _make_frame(call, values, sources)
+    if memo is not None and all(fit is not None for fit in frame.fits.values()):
+        memo.frame = frame
+    return frame
+
+
+def _call_caps(
+    call: ComposeCall, frame: _Frame
+) -> tuple[Mapping[str, int], Mapping[str, int], Mapping[str, _Fitted | None]]:
+    """The demands, caps and fits of ``call`` (the frame's, unless its history moves them).
+
+    The history is counted newest-first only when caps are redistributed, and only until
+    it exceeds the most it could be given (`ctxpolicy.budget.history_room`): past that
+    point its exact size cannot change any cap, so the cost follows what is kept, not the
+    history's length. Without redistribution `_fit_history_layer` sets the history's
+    demand from what fitting counted.
+    """
+    plan = call.plan
+    if not (plan.redistribute and call.history and CHECKPOINT_MESSAGES in frame.demands):
+        return frame.demands, frame.caps, frame.fits
+    demands = dict(frame.demands)
+    room = history_room(plan, demands, CHECKPOINT_MESSAGES)
+    demands[CHECKPOINT_MESSAGES] = count_newest(call.tokenizer, call.history, room)[0]
+    caps = call_caps(plan, demands)
+    if caps == frame.caps:
+        return demands, caps, frame.fits
+    return demands, caps, _fit_others(call, frame.texts, frame.counts, caps, frame.layer_sources)
+
+
+def _other_tally(
+    call: ComposeCall, layer: PlannedLayer, tally: LayerTally, fitted: _Fitted | None, frame: _Frame
+) -> None:
+    """Fill ``tally`` of a layer but the history with its fit (fitted here when None)."""
+    if fitted is None:  # its fit raised when the frame was made: it raises here, in order
+        tally.source = frame.layer_sources[layer.name]
+        _fit_other_layer(call.tokenizer, tally, frame.texts.get(layer.name), frame.counts)
+        return
+    if fitted.text is not None and fitted.make is not None:
+        tally.messages = [fitted.make(fitted.text)]
+    tally.tokens = fitted.tokens
+    tally.cuts = list(fitted.cuts)
+    tally.notes = list(fitted.notes)
+    tally.source = fitted.source
+
+
 def compose_call(
     call: ComposeCall,
     *,
@@ -357,6 +551,7 @@ def compose_call(
     sources: Mapping[str, LayerSource] | None = None,
     request_summary: bool = True,
     extras: ReportExtras = NO_EXTRAS,
+    memo: FrameMemo | None = None,
 ) -> Composition:
     """Compose one checked call's messages and report (pure; nothing is checked again).
 
@@ -367,6 +562,10 @@ def compose_call(
         request_summary: With history overflow ``summarize``, return a
             `SummarizeRequest` for a dropped prefix (else plain ``drop_oldest``).
         extras: What the report says beyond the composition (the engine's side).
+        memo: Where the last call's other layers are kept (`FrameMemo`): a call whose
+            system prompt, query, values, sources and reserved layers are the same takes
+            them as they were and composes only its history. The result is the same
+            with or without it.
 
     Returns:
         The `Composition`.
@@ -379,29 +578,19 @@ def compose_call(
     plan = call.plan
     if values is None:
         values = call.contexts
-    texts = _layer_texts(call, values)
-    counts = {name: call.tokenizer.count_message(text[2]) for name, text in texts.items()}
-    demands = _demands(call, counts)
-    caps = call_caps(plan, demands)
+    frame = _frame(call, values, sources, memo)
+    demands, caps, fits = _call_caps(call, frame)
     tallies: dict[str, LayerTally] = {}
     history = _NO_HISTORY
     for layer in plan.layers:
-        tally = LayerTally(
-            layer,
-            [],
-            0,
-            demands[layer.name],
-            caps.get(layer.name, 0),
-            [],
-            [],
-            _source(layer, values, sources),
-        )
-        tallies[layer.name] = tally
+        name = layer.name
+        tally = LayerTally(layer, [], 0, demands[name], caps.get(name, 0), [], [], "argument")
+        tallies[name] = tally
         if layer.kind == "history":
             summary = values.get(COMPRESSION) if request_summary else None
             history = _fit_history_layer(call, tally, summary, request_summary=request_summary)
         else:
-            _fit_other_layer(call.tokenizer, tally, texts.get(layer.name), counts)
+            _other_tally(call, layer, tally, fits[name], frame)
     if plan.merge_system:
         _merge_leading_system(call.tokenizer, plan, tallies)
     messages, message_layers, total = _assemble(plan, tallies)
@@ -414,14 +603,14 @@ def compose_call(
         summarized=history.summarize is not None,
         extras=extras,
     )
-    return Composition(
-        messages=tuple(messages),
-        report=report,
-        message_layers=tuple(message_layers),
-        kept_history=history.kept,
-        dropped_history=history.dropped,
-        summarize=history.summarize,
-        contexts={k: v for k, v in values.items() if v},
+    return Composition(  # positional (in field order): see `build_report`
+        tuple(messages),
+        report,
+        tuple(message_layers),
+        history.kept,
+        history.dropped,
+        history.summarize,
+        dict(frame.contexts),
     )
 
 
@@ -454,24 +643,6 @@ def _layer_texts(call: ComposeCall, values: Mapping[str, str | None]) -> dict[st
             make = message_factory(role)
             out[layer.name] = (text, make, make(text))
     return out
-
-
-def _demands(call: ComposeCall, counts: Mapping[str, int]) -> dict[str, int]:
-    """Tokens each layer would use uncut, counting the history only as far as it matters.
-
-    ``counts`` holds the tokens of each single-message layer's message. The history is
-    counted newest-first only when caps are redistributed, and only until it exceeds the
-    most it could be given (`ctxpolicy.budget.history_room`): past that point its exact
-    size cannot change any cap, so the cost follows what is kept, not the history's
-    length. Without redistribution `_fit_history_layer` sets the history's demand from
-    what fitting counted.
-    """
-    tok, plan = call.tokenizer, call.plan
-    demands = layer_demands(plan, counts, reserved=call.reserved)
-    if plan.redistribute and call.history and CHECKPOINT_MESSAGES in demands:
-        room = history_room(plan, demands, CHECKPOINT_MESSAGES)
-        demands[CHECKPOINT_MESSAGES] = count_newest(tok, call.history, room)[0]
-    return demands
 
 
 def _assemble(
@@ -622,8 +793,7 @@ def _merge_leading_system(
 # ----------------------------------------------------------------------------- history
 
 
-@dataclass(frozen=True, slots=True)
-class _HistoryOutcome:
+class _HistoryOutcome(NamedTuple):
     kept: tuple[BaseMessage, ...]
     dropped: Sequence[BaseMessage]
     summarize: SummarizeRequest | None
@@ -634,7 +804,7 @@ _NO_HISTORY = _HistoryOutcome((), (), None)
 
 def _contains(messages: Sequence[BaseMessage], target: BaseMessage) -> bool:
     """Whether ``target`` is in ``messages`` (newest first, identity before equality)."""
-    return any(m is target for m in reversed(messages)) or target in messages
+    return any(map(is_, reversed(messages), repeat(target))) or target in messages
 
 
 def _fit_history_layer(
@@ -694,8 +864,11 @@ def _record_fit(tally: LayerTally, fit: HistoryFit) -> None:
     """The kept messages, their tokens, and the repairs of ``fit`` into ``tally``."""
     tally.messages = list(fit.kept)
     tally.tokens = fit.tokens
+    if not fit.repairs:
+        return
     # leading AI units removed next to the cut are part of the trim, not a repair
-    trim = [r for r in fit.repairs if fit.dropped and r.endswith("must start on a HumanMessage")]
+    dropped = bool(fit.dropped)
+    trim = [r for r in fit.repairs if dropped and r.endswith("must start on a HumanMessage")]
     repairs = [r for r in fit.repairs if r not in trim]
     tally.notes.extend(trim)
     if repairs:
@@ -896,6 +1069,7 @@ __all__ = [
     "TOTAL",
     "ComposeCall",
     "Composition",
+    "FrameMemo",
     "LayerTally",
     "SummarizeRequest",
     "check_call",

@@ -35,6 +35,7 @@ from ctxpolicy.collectors.run import CollectOutcome, arun_collectors, run_collec
 from ctxpolicy.compose import (
     ComposeCall,
     Composition,
+    FrameMemo,
     SummarizeRequest,
     check_contexts,
     check_query_path,
@@ -304,16 +305,27 @@ class _ProcessFacts(NamedTuple):
     can_summarize: bool
     summarize_warning: str | None
     tokenizer: Tokenizer
+    #: whether the input is shown as given (no curation, no query references to expand)
+    plain_input: bool
+    #: the memory layers with ``tiers`` the plan includes (the engine may keep their memory)
+    tiered: tuple[str, ...]
+    #: whether the plan has a ``persist`` block layer (else a call persists nothing)
+    persists: bool
+    #: the last call's layers but the history, for the next call to take (`compose_call`)
+    memo: FrameMemo
 
 
-def _facts(policy: Policy, plan: LayerPlan) -> _ProcessFacts:
-    """The `_ProcessFacts` of ``plan`` (a plan of ``policy``)."""
+def _facts(policy: Policy, plan: LayerPlan, tiered_services: Mapping[str, str]) -> _ProcessFacts:
+    """The `_ProcessFacts` of ``plan`` (a plan of ``policy``; ``tiered_services``: the
+    engine's memory layers with ``tiers``)."""
     can_summarize, warning = _can_summarize(plan)
     recall_layers = tuple(
         layer
         for layer in plan.layers
         if layer.collector is not None and layer.collector.type == RECALL
     )
+    history = policy.layers.get(CHECKPOINT_MESSAGES)
+    query = policy.layers.get(QUERY)
     return _ProcessFacts(
         collected=_collected_layers(policy, plan),
         recall_layers=recall_layers,
@@ -321,6 +333,11 @@ def _facts(policy: Policy, plan: LayerPlan) -> _ProcessFacts:
         can_summarize=can_summarize,
         summarize_warning=warning,
         tokenizer=get_tokenizer(plan.tokenizer),
+        plain_input=(history is None or not history.curate)
+        and (query is None or query.references is None),
+        tiered=tuple(name for name in tiered_services if plan.includes(name)),
+        persists=any(layer.kind == "block" and layer.persist for layer in plan.layers),
+        memo=FrameMemo(),
     )
 
 
@@ -428,7 +445,10 @@ class PolicyEngine:
         self._recall_lock = threading.Lock()
         # per process: what every call needs from its plan (decided once: every call asks)
         self._facts: Mapping[str, _ProcessFacts] = MappingProxyType(
-            {name: _facts(policy, plan) for name, plan in self._plans.items()}
+            {
+                name: _facts(policy, plan, self._tiered_services)
+                for name, plan in self._plans.items()
+            }
         )
 
     @classmethod
@@ -536,13 +556,21 @@ class PolicyEngine:
             if name not in skip
         )
 
-    def _input(self, plan: LayerPlan, stored: Sequence[BaseMessage], query: str | None) -> _Input:
+    def _input(
+        self, plan: LayerPlan, stored: Sequence[BaseMessage], query: str | None, *, plain: bool
+    ) -> _Input:
         """The history and input the prompt shows: curated, references expanded.
+
+        ``plain``: the policy neither curates the history nor expands query references
+        (`_ProcessFacts.plain_input`), so both are shown as given.
 
         Raises:
             QueryPathError: see `ctxpolicy.compose.check_query_path`.
             CollectorError: a query reference failed (``on_error: fail``).
         """
+        if plain:
+            found = check_query_path(plan, query, stored)
+            return _Input(stored, query, query if found is None else _text_of(found), found)
         history, curated, swapped = _curated_history(self._policy, stored)
         message = check_query_path(plan, query, history)
         text = query if message is None else _text_of(message)
@@ -570,8 +598,8 @@ class PolicyEngine:
         merged = self._merged_services(services)
         owned = [
             name
-            for name in self._tiered_services
-            if plan.includes(name) and name not in skip and self._owns_memory(name, merged, state)
+            for name in self._facts[plan.process].tiered
+            if name not in skip and self._owns_memory(name, merged, state)
         ]
         if (recall or owned) and thread_id is None:
             thread_id = _langgraph_thread_id()
@@ -598,9 +626,9 @@ class PolicyEngine:
         _check_query(query)
         overrides = check_contexts(plan, contexts)
         stored = _stored_history(plan, state, checkpoint_messages)
-        given = self._input(plan, stored, query)
-        _check_thread_id(thread_id)
         facts = self._facts[plan.process]
+        given = self._input(plan, stored, query, plain=facts.plain_input)
+        _check_thread_id(thread_id)
         recall_layers, reserved = facts.recall_layers, facts.reserved
         if overrides and recall_layers:  # a recall layer given at runtime is not recalled
             recall_layers = tuple(layer for layer in recall_layers if layer.name not in overrides)
@@ -615,16 +643,17 @@ class PolicyEngine:
             recall=bool(recall_layers),
         )
         warning = facts.summarize_warning
+        # positional (in field order): a frozen dataclass sets keyword arguments more slowly
         inputs = ComposeCall(
-            plan=plan,
-            system_prompt=system_prompt,
-            history=given.history,
-            query=given.query,
-            input_message=given.message,
-            contexts=overrides,
-            notes=input_notes(plan, overrides, ()),
-            reserved=reserved,
-            tokenizer=facts.tokenizer,
+            plan,  # plan
+            system_prompt,  # system_prompt
+            given.history,  # history
+            given.query,  # query
+            given.message,  # input_message
+            overrides,  # contexts
+            input_notes(plan, overrides, ()),  # notes
+            reserved,  # reserved
+            facts.tokenizer,  # tokenizer
         )
         return _Call(
             inputs=inputs,
@@ -751,7 +780,10 @@ class PolicyEngine:
             services=services,
             thread_id=thread_id,
         )
-        steps = self._steps(call, *self._collected(call, run_collectors(call.requests)))
+        collected = self._collected(call, run_collectors(call.requests) if call.requests else ())
+        if not call.recall_layers and not call.can_summarize:
+            return self._composed(call, *collected)
+        steps = self._steps(call, *collected)
         try:
             request = next(steps)
             while True:
@@ -792,6 +824,8 @@ class PolicyEngine:
             thread_id=thread_id,
         )
         collected = self._collected(call, await arun_collectors(call.requests))
+        if not call.recall_layers and not call.can_summarize:
+            return self._composed(call, *collected)
         steps = self._steps(call, *collected)
         try:
             request = next(steps)
@@ -808,6 +842,37 @@ class PolicyEngine:
         except StopIteration as done:
             result: ComposeResult = done.value
             return result
+
+    def _composed(
+        self,
+        call: _Call,
+        values: dict[str, str | None],
+        sources: dict[str, LayerSource],
+        skipped: Sequence[SkippedCollector],
+    ) -> ComposeResult:
+        """The result of a call that neither summarizes nor recalls: one composition.
+
+        What `_steps` returns for such a call (it yields nothing then), without driving
+        a generator: the next turn of a plain policy takes this path.
+        """
+        extras = (
+            dataclasses.replace(call.extras, skipped=tuple(skipped)) if skipped else call.extras
+        )
+        plan = call.inputs.plan
+        facts = self._facts[plan.process]
+        composition = compose_call(
+            call.inputs,
+            values=values,
+            sources=sources,
+            request_summary=False,
+            extras=extras,
+            memo=facts.memo,
+        )
+        return ComposeResult(  # positional: see `_prepare`
+            list(composition.messages),
+            composition.report,
+            _persisted(plan, values, sources, call.state) if facts.persists else {},
+        )
 
     def _steps(
         self,

@@ -37,8 +37,8 @@ import sys
 from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import accumulate
-from operator import attrgetter
+from itertools import accumulate, repeat
+from operator import attrgetter, itemgetter
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, NamedTuple, overload
 
@@ -625,7 +625,10 @@ def _items_as_given(messages: Sequence[BaseMessage]) -> Sequence[Any] | None:
 
 
 def _all_messages(items: Sequence[Any]) -> bool:
-    return all(isinstance(item, BaseMessage) for item in items)
+    return all(map(isinstance, items, repeat(BaseMessage)))
+
+
+_notes_of = itemgetter(2)
 
 
 _contents = attrgetter("content")
@@ -690,16 +693,17 @@ def _record(
         )
     else:
         contents = tuple(map(_contents, window))
+    # positional: a frozen dataclass sets keyword arguments more slowly (one per call)
     return HistoryWalk(
-        window=window,
-        contents=contents,
-        units=tuple(units),
-        prefix=tuple(walked.prefix),
-        over=over,
-        start=start,
-        cut=cut,
-        end=end,
-        reached_start=walked.reached_start,
+        window,
+        contents,
+        tuple(units),
+        tuple(walked.prefix),
+        over,
+        start,
+        cut,
+        end,
+        walked.reached_start,
     )
 
 
@@ -734,7 +738,7 @@ def _fit(
 def _walked(walk: _Walk, items: Sequence[Any] | None, *, start: int) -> _Walked:
     """``walk``'s units oldest first, with running sums from ``start``."""
     units = walk.units[::-1]
-    clean = items is not None and not any(unit[2] for unit in units)
+    clean = items is not None and not any(map(_notes_of, units))
     walked = [walk.over, *units] if walk.over is not None else units
     if clean and items is not None and walked:
         clean = _all_messages(items[walked[0][0] : walked[-1][0] + len(walked[-1][1])])
@@ -755,7 +759,7 @@ def _walk_after(
     if tail.stopped:  # the new messages alone fill the budget
         return _walked(tail, items, start=0)
     new = tail.units[::-1]
-    if tail.end != previous.end or tail.older_notes or any(unit[2] for unit in new):
+    if tail.end != previous.end or tail.older_notes or any(map(_notes_of, new)):
         return None  # a unit spans the old end, or the new part needed a repair
     if not _all_messages(items[previous.end : len(messages)]):
         return None
