@@ -149,6 +149,10 @@ def _text_of(message: BaseMessage) -> str:
     return content if type(content) is str else str(message.text)
 
 
+#: The state of a call given none (read-only).
+_NO_STATE: Mapping[str, Any] = MappingProxyType({})
+
+
 def _check_state(state: Mapping[str, Any] | None) -> Mapping[str, Any]:
     if state is None:
         return {}
@@ -168,16 +172,16 @@ def _check_thread_id(thread_id: object) -> None:
 
 
 def _stored_history(
-    plan: LayerPlan, state: Mapping[str, Any], checkpoint_messages: Sequence[Any] | None
+    takes_history: bool, state: Mapping[str, Any], checkpoint_messages: Sequence[Any] | None
 ) -> Sequence[BaseMessage]:
     """The history a call reads: ``checkpoint_messages``, else ``state["messages"]``.
 
-    Empty when the process takes no history.
+    Empty when the process takes no history (``takes_history`` false).
 
     Raises:
         TypeError: the history is not a sequence (or is a string).
     """
-    if not plan.includes(CHECKPOINT_MESSAGES):
+    if not takes_history:
         return ()
     if checkpoint_messages is not None:
         return as_messages(checkpoint_messages, argument="checkpoint_messages")
@@ -311,8 +315,25 @@ class _ProcessFacts(NamedTuple):
     tiered: tuple[str, ...]
     #: whether the plan has a ``persist`` block layer (else a call persists nothing)
     persists: bool
+    #: whether the plan includes the history
+    takes_history: bool
     #: the last call's layers but the history, for the next call to take (`compose_call`)
     memo: FrameMemo
+    plan: LayerPlan
+    #: what every call's report says beyond the composition, when the call's own
+    #: arguments add nothing (`PolicyEngine._compose_plain`)
+    extras: ReportExtras
+    #: whether a call given no state, contexts, services nor thread id takes
+    #: `PolicyEngine._compose_plain`: no collector, recall, summary, curation, query
+    #: reference nor kept memory
+    plain: bool
+
+
+def _plain_input(policy: Policy) -> bool:
+    """Whether ``policy`` shows a call's input as given: no curation, no query references."""
+    history = policy.layers.get(CHECKPOINT_MESSAGES)
+    query = policy.layers.get(QUERY)
+    return (history is None or not history.curate) and (query is None or query.references is None)
 
 
 def _facts(policy: Policy, plan: LayerPlan, tiered_services: Mapping[str, str]) -> _ProcessFacts:
@@ -324,20 +345,24 @@ def _facts(policy: Policy, plan: LayerPlan, tiered_services: Mapping[str, str]) 
         for layer in plan.layers
         if layer.collector is not None and layer.collector.type == RECALL
     )
-    history = policy.layers.get(CHECKPOINT_MESSAGES)
-    query = policy.layers.get(QUERY)
+    plain_input = _plain_input(policy)
+    collected = _collected_layers(policy, plan)
+    tiered = tuple(name for name in tiered_services if plan.includes(name))
     return _ProcessFacts(
-        collected=_collected_layers(policy, plan),
+        collected=collected,
         recall_layers=recall_layers,
         reserved=frozenset(layer.name for layer in recall_layers),
         can_summarize=can_summarize,
         summarize_warning=warning,
         tokenizer=get_tokenizer(plan.tokenizer),
-        plain_input=(history is None or not history.curate)
-        and (query is None or query.references is None),
-        tiered=tuple(name for name in tiered_services if plan.includes(name)),
+        plain_input=plain_input,
+        tiered=tiered,
         persists=any(layer.kind == "block" and layer.persist for layer in plan.layers),
+        takes_history=plan.includes(CHECKPOINT_MESSAGES),
         memo=FrameMemo(),
+        plan=plan,
+        extras=ReportExtras(warnings=(warning,)) if warning else NO_EXTRAS,
+        plain=plain_input and not (collected or recall_layers or can_summarize or tiered),
     )
 
 
@@ -411,6 +436,7 @@ class PolicyEngine:
     __slots__ = (
         "_facts",
         "_memories",
+        "_plain",
         "_plans",
         "_policy",
         "_recall_lock",
@@ -450,6 +476,14 @@ class PolicyEngine:
                 for name, plan in self._plans.items()
             }
         )
+        # process (None: the default one) -> its facts, for the processes whose calls
+        # may take `_compose_plain`
+        plain: dict[str | None, _ProcessFacts] = {
+            name: facts for name, facts in self._facts.items() if facts.plain
+        }
+        if policy.default_process in plain:
+            plain[None] = plain[policy.default_process]
+        self._plain: Mapping[str | None, _ProcessFacts] = MappingProxyType(plain)
 
     @classmethod
     def from_file(
@@ -596,10 +630,11 @@ class PolicyEngine:
     ) -> tuple[Mapping[str, Any], str | None]:
         """The call's services (with the memories the engine keeps) and its thread id."""
         merged = self._merged_services(services)
+        tiered = self._facts[plan.process].tiered
+        if not recall and not tiered:  # no recall, no memory to keep: the thread is not asked
+            return merged, thread_id
         owned = [
-            name
-            for name in self._facts[plan.process].tiered
-            if name not in skip and self._owns_memory(name, merged, state)
+            name for name in tiered if name not in skip and self._owns_memory(name, merged, state)
         ]
         if (recall or owned) and thread_id is None:
             thread_id = _langgraph_thread_id()
@@ -625,8 +660,8 @@ class PolicyEngine:
         state = _check_state(state)
         _check_query(query)
         overrides = check_contexts(plan, contexts)
-        stored = _stored_history(plan, state, checkpoint_messages)
         facts = self._facts[plan.process]
+        stored = _stored_history(facts.takes_history, state, checkpoint_messages)
         given = self._input(plan, stored, query, plain=facts.plain_input)
         _check_thread_id(thread_id)
         recall_layers, reserved = facts.recall_layers, facts.reserved
@@ -770,6 +805,15 @@ class PolicyEngine:
             UnknownProcessError: the policy does not declare ``process``.
             ValueError: a bad ``contexts`` key.
         """
+        plain = self._plain.get(process)
+        if (
+            plain is not None
+            and state is None
+            and contexts is None
+            and services is None
+            and thread_id is None
+        ):
+            return self._compose_plain(plain, system_prompt, query, checkpoint_messages)
         call = self._prepare(
             process=process,
             system_prompt=system_prompt,
@@ -842,6 +886,47 @@ class PolicyEngine:
         except StopIteration as done:
             result: ComposeResult = done.value
             return result
+
+    @staticmethod
+    def _compose_plain(
+        facts: _ProcessFacts,
+        system_prompt: str,
+        query: str | None,
+        checkpoint_messages: Sequence[Any] | None,
+    ) -> ComposeResult:
+        """`compose` of a plain process (`_ProcessFacts.plain`) given only its system
+        prompt, query and history: what `_prepare` then `_composed` return, without
+        the steps that have nothing to do (no state, contexts, services, collectors,
+        recall, summary, curation, references nor memory).
+
+        Checks the same arguments, with the same functions, in the same order as
+        `_prepare`, so a bad one raises the same error.
+        """
+        plan = facts.plan
+        check_system_prompt(system_prompt)
+        _check_query(query)
+        stored = _stored_history(facts.takes_history, _NO_STATE, checkpoint_messages)
+        message = check_query_path(plan, query, stored)
+        inputs = ComposeCall(  # positional: see `_prepare`
+            plan,
+            system_prompt,
+            stored,
+            query,
+            message,
+            {},
+            input_notes(plan, {}, ()),
+            facts.reserved,
+            facts.tokenizer,
+        )
+        composition = compose_call(
+            inputs,
+            values={},
+            sources={},
+            request_summary=False,
+            extras=facts.extras,
+            memo=facts.memo,
+        )
+        return ComposeResult(list(composition.messages), composition.report, {})
 
     def _composed(
         self,

@@ -228,6 +228,8 @@ def as_messages(value: Any, *, argument: str) -> Sequence[BaseMessage]:
     """
     if value is None:
         return ()
+    if type(value) is list:  # the common case, without the abstract Sequence check
+        return MessagesView(value, argument=argument) if value else value
     if isinstance(value, str | bytes) or not isinstance(value, Sequence):
         raise TypeError(f"{argument} must be a sequence of messages, got {type(value).__name__}")
     if isinstance(value, MessagesView) or not value:
@@ -754,15 +756,22 @@ def _walk_after(
     max_tokens: int,
     count: Callable[[BaseMessage], int],
 ) -> _Walked | None:
-    """Walk what follows ``previous``'s window and reuse the window (None: cannot)."""
-    tail = _walk_units(messages, max_tokens=max_tokens, count=count, floor=previous.end)
+    """Walk what follows ``previous``'s window and reuse the window (None: cannot).
+
+    The appended items are read as given (the caller's list, not through the view): they
+    are all messages (else the fresh walk reads them, converting what the view converts),
+    and so is the window, whose units each start on a Human or AI message, so no unit
+    parsed here reads an item older than the window.
+    """
+    length = len(messages)
+    if not _all_messages(items[previous.end : length]):
+        return None
+    tail = _walk_units(items, max_tokens=max_tokens, count=count, end=length, floor=previous.end)
     if tail.stopped:  # the new messages alone fill the budget
         return _walked(tail, items, start=0)
     new = tail.units[::-1]
     if tail.end != previous.end or tail.older_notes or any(map(_notes_of, new)):
         return None  # a unit spans the old end, or the new part needed a repair
-    if not _all_messages(items[previous.end : len(messages)]):
-        return None
     old = previous.prefix
     room = max_tokens - tail.total
     first = bisect_left(old, old[-1] - room)  # the oldest old unit that still fits
