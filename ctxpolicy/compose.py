@@ -381,7 +381,6 @@ class _Frame:
     values: Mapping[str, str | None]
     sources: Mapping[str, LayerSource] | None
     reserved: frozenset[str]
-    tokenizer: Tokenizer
     texts: Mapping[str, _Text]
     counts: Mapping[str, int]
     demands: Mapping[str, int]
@@ -394,19 +393,6 @@ class _Frame:
     contexts: Mapping[str, str]
 
 
-class FrameMemo:
-    """The last `_Frame` of one process's calls (`compose_call`'s ``memo``).
-
-    The frame is immutable and replaced whole (one assignment), so one memo can serve
-    many threads: a race only makes a frame again.
-    """
-
-    __slots__ = ("frame",)
-
-    def __init__(self) -> None:
-        self.frame: _Frame | None = None
-
-
 def _frame_fits(
     frame: _Frame,
     call: ComposeCall,
@@ -416,7 +402,6 @@ def _frame_fits(
     """Whether ``frame`` is what ``call`` makes of its other layers."""
     return (
         frame.plan is call.plan
-        and frame.tokenizer is call.tokenizer
         and frame.system_prompt == call.system_prompt
         and frame.query == call.query
         and frame.values == values
@@ -477,7 +462,6 @@ def _make_frame(
         values=dict(values),
         sources=None if sources is None else dict(sources),
         reserved=call.reserved,
-        tokenizer=call.tokenizer,
         texts=texts,
         counts=counts,
         demands=demands,
@@ -492,16 +476,20 @@ def _frame(
     call: ComposeCall,
     values: Mapping[str, str | None],
     sources: Mapping[str, LayerSource] | None,
-    memo: FrameMemo | None,
 ) -> _Frame:
-    """The `_Frame` of ``call``: ``memo``'s when it fits, else a new one (kept in ``memo``)."""
-    if memo is not None:
-        frame = memo.frame
-        if frame is not None and _frame_fits(frame, call, values, sources):
-            return frame
+    """The `_Frame` of ``call``: the one its tokenizer remembers for the same inputs
+    (`Tokenizer.frames`), else a new one, then remembered in place of its plan's last."""
+    tok = call.tokenizer
+    replacing: _Frame | None = None
+    for frame in tok.frames:
+        if isinstance(frame, _Frame) and frame.plan is call.plan:
+            if _frame_fits(frame, call, values, sources):
+                return frame
+            replacing = frame
+            break
     frame = _make_frame(call, values, sources)
-    if memo is not None and all(fit is not None for fit in frame.fits.values()):
-        memo.frame = frame
+    if all(fit is not None for fit in frame.fits.values()):
+        tok.remember_frame(frame, replacing=replacing)
     return frame
 
 
@@ -551,7 +539,6 @@ def compose_call(
     sources: Mapping[str, LayerSource] | None = None,
     request_summary: bool = True,
     extras: ReportExtras = NO_EXTRAS,
-    memo: FrameMemo | None = None,
 ) -> Composition:
     """Compose one checked call's messages and report (pure; nothing is checked again).
 
@@ -562,10 +549,11 @@ def compose_call(
         request_summary: With history overflow ``summarize``, return a
             `SummarizeRequest` for a dropped prefix (else plain ``drop_oldest``).
         extras: What the report says beyond the composition (the engine's side).
-        memo: Where the last call's other layers are kept (`FrameMemo`): a call whose
-            system prompt, query, values, sources and reserved layers are the same takes
-            them as they were and composes only its history. The result is the same
-            with or without it.
+
+    The layers but the history are composed once per plan and inputs (a `_Frame` its
+    tokenizer remembers, `Tokenizer.frames`): a call whose system prompt, query, values,
+    sources and reserved layers are those of the plan's last call takes them as they were
+    and composes only its history (the next turn). The result is the same either way.
 
     Returns:
         The `Composition`.
@@ -578,7 +566,7 @@ def compose_call(
     plan = call.plan
     if values is None:
         values = call.contexts
-    frame = _frame(call, values, sources, memo)
+    frame = _frame(call, values, sources)
     demands, caps, fits = _call_caps(call, frame)
     tallies: dict[str, LayerTally] = {}
     history = _NO_HISTORY
@@ -1069,7 +1057,6 @@ __all__ = [
     "TOTAL",
     "ComposeCall",
     "Composition",
-    "FrameMemo",
     "LayerTally",
     "SummarizeRequest",
     "check_call",

@@ -35,7 +35,6 @@ from ctxpolicy.collectors.run import CollectOutcome, arun_collectors, run_collec
 from ctxpolicy.compose import (
     ComposeCall,
     Composition,
-    FrameMemo,
     SummarizeRequest,
     check_contexts,
     check_query_path,
@@ -317,8 +316,6 @@ class _ProcessFacts(NamedTuple):
     persists: bool
     #: whether the plan includes the history
     takes_history: bool
-    #: the last call's layers but the history, for the next call to take (`compose_call`)
-    memo: FrameMemo
     plan: LayerPlan
     #: what every call's report says beyond the composition, when the call's own
     #: arguments add nothing (`PolicyEngine._compose_plain`)
@@ -359,7 +356,6 @@ def _facts(policy: Policy, plan: LayerPlan, tiered_services: Mapping[str, str]) 
         tiered=tiered,
         persists=any(layer.kind == "block" and layer.persist for layer in plan.layers),
         takes_history=plan.includes(CHECKPOINT_MESSAGES),
-        memo=FrameMemo(),
         plan=plan,
         extras=ReportExtras(warnings=(warning,)) if warning else NO_EXTRAS,
         plain=plain_input and not (collected or recall_layers or can_summarize or tiered),
@@ -924,7 +920,6 @@ class PolicyEngine:
             sources={},
             request_summary=False,
             extras=facts.extras,
-            memo=facts.memo,
         )
         return ComposeResult(list(composition.messages), composition.report, {})
 
@@ -951,7 +946,6 @@ class PolicyEngine:
             sources=sources,
             request_summary=False,
             extras=extras,
-            memo=facts.memo,
         )
         return ComposeResult(  # positional: see `_prepare`
             list(composition.messages),
