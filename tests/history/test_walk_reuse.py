@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
@@ -106,6 +107,28 @@ def test_next_turn_reuses_the_walk_through_a_view_and_latest_walk_finds_it():
     second = fit_history(view, max_tokens=300, count=counter, previous=first.walk)
     assert counted == [id(history[-1]), id(history[-2])]
     same_fit(second, fresh(history, 300))
+
+
+def test_items_appended_as_dicts_after_a_walk_are_read_through_the_view():
+    """The appended items are walked as given only when they all are messages: a dict
+    appended after a walk is converted (the fresh walk reads it through the view), one
+    that cannot be converted is named as the fresh walk names it."""
+    history: list[Any] = [HumanMessage("q1"), AIMessage("a1")]
+    first = fit_history(MessagesView(history, argument="h"), max_tokens=1_000, count=count)
+    assert first.walk is not None
+    grown = [*history, {"role": "user", "content": "q2"}, AIMessage("a2")]
+    view = MessagesView(grown, argument="h")
+    second = fit_history(view, max_tokens=1_000, count=count, previous=first.walk)
+    assert [m.content for m in second.kept] == ["q1", "a1", "q2", "a2"]
+    assert isinstance(second.kept[2], HumanMessage)
+    assert second.walk is None  # a converted item: no walk to reuse
+    same_fit(second, fresh(view, 1_000))
+    bad = MessagesView([*history, AIMessage("a2"), {"no": "role"}], argument="h")
+    with pytest.raises(ValueError, match=r"h\[3\]: not a message") as reused:
+        fit_history(bad, max_tokens=1_000, count=count, previous=first.walk)
+    with pytest.raises(ValueError) as fresh_error:
+        fresh(bad, 1_000)
+    assert str(reused.value) == str(fresh_error.value)
 
 
 def test_a_walk_is_not_made_for_a_repaired_window_or_converted_items():
