@@ -933,7 +933,8 @@ class PolicyEngine:
         """The result of a call that neither summarizes nor recalls: one composition.
 
         What `_steps` returns for such a call (it yields nothing then), without driving
-        a generator: the next turn of a plain policy takes this path.
+        a generator (a plain call given only its prompt, query and history takes the
+        shorter `_compose_plain`).
         """
         extras = (
             dataclasses.replace(call.extras, skipped=tuple(skipped)) if skipped else call.extras
