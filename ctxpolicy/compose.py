@@ -527,8 +527,10 @@ def _other_tally(
     if fitted.text is not None and fitted.make is not None:
         tally.messages = [fitted.make(fitted.text)]
     tally.tokens = fitted.tokens
-    tally.cuts = list(fitted.cuts)
-    tally.notes = list(fitted.notes)
+    if fitted.cuts:
+        tally.cuts = list(fitted.cuts)
+    if fitted.notes:
+        tally.notes = list(fitted.notes)
     tally.source = fitted.source
 
 
@@ -646,8 +648,9 @@ def _assemble(
     total = 0  # == count_messages(messages): every tally's tokens are its messages' counts
     for layer in plan.layers:
         tally = tallies[layer.name]
-        messages.extend(tally.messages)
-        message_layers.extend([layer.name] * len(tally.messages))
+        if tally.messages:
+            messages.extend(tally.messages)
+            message_layers.extend([layer.name] * len(tally.messages))
         total += tally.tokens
     if total > plan.available_tokens:
         raise BudgetExceededError(TOTAL, total, plan.available_tokens, detail="the layers together")

@@ -316,6 +316,8 @@ class _ProcessFacts(NamedTuple):
     persists: bool
     #: whether the plan includes the history
     takes_history: bool
+    #: the notes of a call given no contexts and a history it takes (`input_notes`)
+    notes: Mapping[str, tuple[str, ...]]
     plan: LayerPlan
     #: what every call's report says beyond the composition, when the call's own
     #: arguments add nothing (`PolicyEngine._compose_plain`)
@@ -356,6 +358,7 @@ def _facts(policy: Policy, plan: LayerPlan, tiered_services: Mapping[str, str]) 
         tiered=tiered,
         persists=any(layer.kind == "block" and layer.persist for layer in plan.layers),
         takes_history=plan.includes(CHECKPOINT_MESSAGES),
+        notes=input_notes(plan, {}, ()),
         plan=plan,
         extras=ReportExtras(warnings=(warning,)) if warning else NO_EXTRAS,
         plain=plain_input and not (collected or recall_layers or can_summarize or tiered),
@@ -910,7 +913,7 @@ class PolicyEngine:
             query,
             message,
             {},
-            input_notes(plan, {}, ()),
+            facts.notes,
             facts.reserved,
             facts.tokenizer,
         )

@@ -319,7 +319,11 @@ class Tokenizer:
                 conversation), forgotten with it: one conversation holds one place, so an
                 agent's long run of calls does not push the other conversations out.
         """
-        others = tuple(w for w in self._walks if w is not walk and w is not replacing)
+        walks = self._walks
+        if walks and walks[0] is replacing and walk not in walks:  # the next turn, newest
+            self._walks = (walk, *walks[1:])  # one assignment: safe across threads
+            return
+        others = tuple(w for w in walks if w is not walk and w is not replacing)
         self._walks = (walk, *others[: MAX_WALKS - 1])  # one assignment: safe across threads
 
     @property
