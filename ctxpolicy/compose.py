@@ -879,7 +879,10 @@ def _cut_dropped(tok: Tokenizer, tally: LayerTally, fit: HistoryFit, *, summariz
         dropped_tokens = tok.count_messages(dropped)
     else:  # drop_oldest: count only as far as already counted (plus the unit over)
         counted, complete = count_newest(
-            tok, dropped, max(tally.demand - fit.tokens, cap - fit.tokens)
+            tok,
+            dropped,
+            max(tally.demand - fit.tokens, cap - fit.tokens),
+            counted=fit.dropped_counts,  # what the walk counted already
         )
         dropped_tokens = counted if complete else None
         tally.demand = max(tally.demand, fit.tokens + counted)

@@ -259,6 +259,10 @@ class HistoryFit:
             end (``previous=`` of `fit_history`); None when it cannot be reused (a
             repaired window, items converted from dicts, a message shown replaced).
             Not part of equality.
+        dropped_counts: ``count`` of the newest messages of ``dropped``, newest first, as
+            far as the walk counted them one by one (the units dropped so that ``kept``
+            starts on a HumanMessage, then the unit that did not fit, each while it is a
+            single message); ``counted=`` of `count_newest`. Not part of equality.
     """
 
     kept: tuple[BaseMessage, ...]
@@ -266,6 +270,7 @@ class HistoryFit:
     tokens: int
     repairs: tuple[str, ...]
     walk: HistoryWalk | None = field(default=None, compare=False, repr=False)
+    dropped_counts: tuple[int, ...] = field(default=(), compare=False, repr=False)
 
 
 def _describe(message: BaseMessage) -> str:
@@ -724,17 +729,43 @@ def _fit(
     length = len(messages)
     cut = kept_units[0][0] if kept_units else length
     lead_note = _lead_note(units[:lead]) if lead else None
+    counted: tuple[int, ...] = ()
     if walked.clean and items is not None:
         kept = tuple(items[cut:length])  # no removal inside: the window as given
         repairs = [lead_note] if lead_note else []
         walk = _record(items, walked, length, reused)
+        counted = _counted_before(units, lead, walked.over, length)
     else:
         kept = _flatten(kept_units)
         repairs = _notes(kept_units)
         if lead_note:
             repairs.insert(0, lead_note)
         walk = None
-    return HistoryFit(kept, MessagesView(messages, cut), tokens, tuple(repairs), walk)
+    return HistoryFit(kept, MessagesView(messages, cut), tokens, tuple(repairs), walk, counted)
+
+
+def _counted_before(
+    units: Sequence[_Unit], lead: int, over: _Unit | None, length: int
+) -> tuple[int, ...]:
+    """The walk's counts of the messages right before the kept units, newest first
+    (`HistoryFit.dropped_counts`).
+
+    ``units`` (oldest first, no removal between them: a clean walk) start with ``lead``
+    units dropped so that the kept part starts on a HumanMessage; ``over`` is the unit
+    that did not fit. A unit's tokens are its message's count when it holds one message;
+    the counts stop at the first unit that holds more, and before ``over`` when it does
+    not end where the units start (a removal between them).
+    """
+    counts: list[int] = []
+    for unit in reversed(units[:lead]):
+        if len(unit[1]) != 1:
+            return tuple(counts)
+        counts.append(unit[3])
+    if over is not None and len(over[1]) == 1:
+        after = units[0][0] if units else length
+        if over[0] + 1 == after:
+            counts.append(over[3])
+    return tuple(counts)
 
 
 def _walked(walk: _Walk, items: Sequence[Any] | None, *, start: int) -> _Walked:
@@ -865,16 +896,31 @@ def fit_history(
     return _fit(messages, items, walked, previous)
 
 
-def count_newest(tok: Tokenizer, messages: Sequence[BaseMessage], limit: int) -> tuple[int, bool]:
+def count_newest(
+    tok: Tokenizer,
+    messages: Sequence[BaseMessage],
+    limit: int,
+    *,
+    counted: Sequence[int] = (),
+) -> tuple[int, bool]:
     """Tokens of ``messages`` counted newest-first, stopping once above ``limit``.
+
+    ``counted``: the counts of the newest messages, newest first, when the caller has them
+    (`HistoryFit.dropped_counts`): taken instead of counting those messages again.
 
     Returns:
         ``(tokens, complete)``: the tokens counted and whether every message was counted.
     """
     total = 0
-    count_message = tok.count_message
     left = len(messages)
-    for message in reversed(messages):
+    for tokens in counted[:left]:
+        total += tokens
+        left -= 1
+        if total > limit and left:
+            return total, False
+    count_message = tok.count_message
+    rest = MessagesView(messages, left) if counted else messages
+    for message in reversed(rest):
         total += count_message(message)
         left -= 1
         if total > limit and left:
