@@ -372,7 +372,9 @@ class _Frame:
     so a call with the same ones (the next turn: same system prompt, same contexts) takes
     it as it is and composes only the history. Its caps and fits are those of a call
     whose history demands nothing; when caps are redistributed and a history is given
-    they are worked out again (`compose_call`).
+    they are worked out again (`compose_call`). Without redistribution the runtime query
+    moves no other layer's cap: the frame leaves the query layer out (``query_free``) and
+    every call fits its own query (`_query_tally`).
     """
 
     plan: LayerPlan
@@ -391,6 +393,8 @@ class _Frame:
     #: order, on every call: the error must come from the same layer as without a frame)
     fits: Mapping[str, _Fitted | None]
     contexts: Mapping[str, str]
+    #: the query layer is left out: fitted by every call (no redistribution)
+    query_free: bool
 
 
 def _frame_fits(
@@ -403,7 +407,7 @@ def _frame_fits(
     return (
         frame.plan is call.plan
         and frame.system_prompt == call.system_prompt
-        and frame.query == call.query
+        and (frame.query_free or frame.query == call.query)
         and frame.values == values
         and frame.sources == sources
         and frame.reserved == call.reserved
@@ -416,12 +420,16 @@ def _fit_others(
     counts: Mapping[str, int],
     caps: Mapping[str, int],
     sources: Mapping[str, LayerSource],
+    *,
+    query_free: bool,
 ) -> dict[str, _Fitted | None]:
-    """Each layer but the history fitted to ``caps`` (None: its fit raised)."""
+    """Each layer but the history (and the query when ``query_free``, see `_Frame`)
+    fitted to ``caps`` (None: its fit raised)."""
     fits: dict[str, _Fitted | None] = {}
     tok = call.tokenizer
+    skipped = ("history", "query") if query_free else ("history",)
     for layer in call.plan.layers:
-        if layer.kind == "history":
+        if layer.kind in skipped:
             continue
         name = layer.name
         tally = LayerTally(layer, [], 0, 0, caps.get(name, 0), [], [], sources[name])
@@ -447,9 +455,14 @@ def _make_frame(
     call: ComposeCall,
     values: Mapping[str, str | None],
     sources: Mapping[str, LayerSource] | None,
+    *,
+    query_free: bool | None = None,
 ) -> _Frame:
-    """The `_Frame` of ``call`` (its history aside)."""
+    """The `_Frame` of ``call`` (its history aside; its query too when ``query_free``,
+    by default when caps are not redistributed)."""
     plan = call.plan
+    if query_free is None:
+        query_free = not plan.redistribute
     texts = _layer_texts(call, values)
     counts = {name: call.tokenizer.count_message(text[2]) for name, text in texts.items()}
     demands = layer_demands(plan, counts, reserved=call.reserved)
@@ -467,8 +480,9 @@ def _make_frame(
         demands=demands,
         caps=caps,
         layer_sources=layer_sources,
-        fits=_fit_others(call, texts, counts, caps, layer_sources),
+        fits=_fit_others(call, texts, counts, caps, layer_sources, query_free=query_free),
         contexts={k: v for k, v in values.items() if v},
+        query_free=query_free,
     )
 
 
@@ -513,7 +527,13 @@ def _call_caps(
     caps = call_caps(plan, demands)
     if caps == frame.caps:
         return demands, caps, frame.fits
-    return demands, caps, _fit_others(call, frame.texts, frame.counts, caps, frame.layer_sources)
+    return (
+        demands,
+        caps,
+        _fit_others(
+            call, frame.texts, frame.counts, caps, frame.layer_sources, query_free=frame.query_free
+        ),
+    )
 
 
 def _other_tally(
@@ -532,6 +552,19 @@ def _other_tally(
     if fitted.notes:
         tally.notes = list(fitted.notes)
     tally.source = fitted.source
+
+
+def _query_tally(call: ComposeCall, tally: LayerTally) -> None:
+    """Fit the query layer of a call whose frame leaves it out (``query_free``): its
+    demand, message and cuts are the call's own (what `layer_demands` and
+    `_fit_other_layer` make of it)."""
+    layer = tally.layer
+    text = call.query if call.plan.query_path == "runtime" else None
+    message = HumanMessage(text) if text else None
+    tokens = 0 if message is None else call.tokenizer.count_message(message)
+    tally.demand = max(tokens, layer.cap) if layer.name in call.reserved else tokens
+    if text and message is not None:
+        _fit_text_layer(call.tokenizer, tally, (text, HumanMessage, message), tokens)
 
 
 def compose_call(
@@ -579,8 +612,10 @@ def compose_call(
         if layer.kind == "history":
             summary = values.get(COMPRESSION) if request_summary else None
             history = _fit_history_layer(call, tally, summary, request_summary=request_summary)
-        else:
+        elif name in fits:
             _other_tally(call, layer, tally, fits[name], frame)
+        else:  # the query, left out of the frame
+            _query_tally(call, tally)
     if plan.merge_system:
         _merge_leading_system(call.tokenizer, plan, tallies)
     messages, message_layers, total = _assemble(plan, tallies)

@@ -69,10 +69,15 @@ def _policy(
     )
 
 
+def _full_frame(call: Any, values: Any, sources: Any) -> Any:
+    return compose_module._make_frame(call, values, sources, query_free=False)
+
+
 def _without_frames(fn: Any) -> Any:
-    """``fn()`` composed the full way: no frame taken from nor left to the tokenizer."""
+    """``fn()`` composed the full way: no frame taken from nor left to the tokenizer, and
+    every layer (the query too) fitted from the call's own texts."""
     saved = compose_module._frame
-    compose_module._frame = compose_module._make_frame  # type: ignore[assignment]
+    compose_module._frame = _full_frame  # type: ignore[assignment]
     try:
         return fn()
     finally:
@@ -99,7 +104,7 @@ STEP = st.tuples(
 )
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(
     redistribute=st.booleans(),
     merge=st.booleans(),
@@ -186,6 +191,41 @@ def test_the_next_turn_takes_the_frame_and_other_inputs_make_a_new_one(
     assert len(made) == 3 and fourth.messages[1].content == "some notes"
     engine.compose(system_prompt="prompt B", checkpoint_messages=history)
     assert len(made) == 4  # the contexts went: the frame of the call with them does not fit
+
+
+@pytest.mark.parametrize("redistribute", [False, True])
+def test_a_new_runtime_query_keeps_the_frame_unless_caps_are_redistributed(
+    monkeypatch: pytest.MonkeyPatch, redistribute: bool
+) -> None:
+    """Without redistribution the query moves no other layer: the frame leaves it out and
+    each call fits its own query; with it, the query's demand moves the caps."""
+    engine = PolicyEngine(
+        _policy(
+            f"frame-query-{str(redistribute).lower()}",
+            redistribute=redistribute,
+            merge=False,
+            block_overflow="truncate_tail",
+        )
+    )
+    made = _counting_layer_texts(monkeypatch)
+    history: list[Any] = [HumanMessage("q1"), AIMessage("a1")]
+    results = []
+    frames_made = 0
+    for query in ("first question", "second question " * 20, "third"):
+        kwargs: dict[str, Any] = {
+            "process": "ask",
+            "system_prompt": "s",
+            "checkpoint_messages": history,
+            "query": query,
+        }
+        before = len(made)
+        results.append(engine.compose(**kwargs))
+        frames_made += len(made) - before
+        _same(results[-1], _without_frames(lambda kwargs=kwargs: engine.compose(**kwargs)))
+    assert frames_made == (3 if redistribute else 1)
+    assert [r.messages[-1].content for r in results][::2] == ["first question", "third"]
+    demands = [r.report.layer("query").demand for r in results]
+    assert demands[0] < demands[1] and demands[2] < demands[1]  # each call's own query
 
 
 def test_one_frame_per_plan_and_clear_cache_forgets_them() -> None:
