@@ -21,8 +21,10 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import repeat
+from operator import is_
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 
@@ -350,6 +352,221 @@ def _fit_other_layer(
         tally.notes.append("empty: no value this call")
 
 
+class _Fitted(NamedTuple):
+    """A single-message layer fitted to its cap: what its tally gets (see `_Frame`)."""
+
+    #: the text of its message (cut when it was truncated), None: no message
+    text: str | None
+    make: Callable[[str], BaseMessage] | None
+    tokens: int
+    cuts: tuple[LayerCut, ...]
+    notes: tuple[str, ...]
+    source: LayerSource
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class _Frame:
+    """What a composition makes of everything but its history (the other layers).
+
+    It depends only on the fields it is keyed on (`_frame_fits`), never on the history,
+    so a call with the same ones (the next turn: same system prompt, same contexts) takes
+    it as it is and composes only the history. Its caps and fits are those of a call
+    whose history demands nothing; when caps are redistributed and a history is given
+    they are worked out again (`compose_call`). Without redistribution the runtime query
+    moves no other layer's cap: the frame leaves the query layer out (``query_free``) and
+    every call fits its own query (`_query_tally`).
+    """
+
+    plan: LayerPlan
+    system_prompt: str
+    query: str | None
+    values: Mapping[str, str | None]
+    sources: Mapping[str, LayerSource] | None
+    reserved: frozenset[str]
+    texts: Mapping[str, _Text]
+    counts: Mapping[str, int]
+    demands: Mapping[str, int]
+    caps: Mapping[str, int]
+    #: where each layer's value comes from (`_source`)
+    layer_sources: Mapping[str, LayerSource]
+    #: per layer but the history; None for a layer whose fit raised (fitted again, in
+    #: order, on every call: the error must come from the same layer as without a frame)
+    fits: Mapping[str, _Fitted | None]
+    contexts: Mapping[str, str]
+    #: the query layer is left out: fitted by every call (no redistribution)
+    query_free: bool
+
+
+def _frame_fits(
+    frame: _Frame,
+    call: ComposeCall,
+    values: Mapping[str, str | None],
+    sources: Mapping[str, LayerSource] | None,
+) -> bool:
+    """Whether ``frame`` is what ``call`` makes of its other layers."""
+    return (
+        frame.plan is call.plan
+        and frame.system_prompt == call.system_prompt
+        and (frame.query_free or frame.query == call.query)
+        and frame.values == values
+        and frame.sources == sources
+        and frame.reserved == call.reserved
+    )
+
+
+def _fit_others(
+    call: ComposeCall,
+    texts: Mapping[str, _Text],
+    counts: Mapping[str, int],
+    caps: Mapping[str, int],
+    sources: Mapping[str, LayerSource],
+    *,
+    query_free: bool,
+) -> dict[str, _Fitted | None]:
+    """Each layer but the history (and the query when ``query_free``, see `_Frame`)
+    fitted to ``caps`` (None: its fit raised)."""
+    fits: dict[str, _Fitted | None] = {}
+    tok = call.tokenizer
+    skipped = ("history", "query") if query_free else ("history",)
+    for layer in call.plan.layers:
+        if layer.kind in skipped:
+            continue
+        name = layer.name
+        tally = LayerTally(layer, [], 0, 0, caps.get(name, 0), [], [], sources[name])
+        text = texts.get(name)
+        try:
+            _fit_other_layer(tok, tally, text, counts)
+        except BudgetExceededError:
+            fits[name] = None
+            continue
+        shown = None if not tally.messages else str(tally.messages[0].content)
+        fits[name] = _Fitted(
+            shown,
+            None if text is None else text[1],
+            tally.tokens,
+            tuple(tally.cuts),
+            tuple(tally.notes),
+            tally.source,
+        )
+    return fits
+
+
+def _make_frame(
+    call: ComposeCall,
+    values: Mapping[str, str | None],
+    sources: Mapping[str, LayerSource] | None,
+    *,
+    query_free: bool | None = None,
+) -> _Frame:
+    """The `_Frame` of ``call`` (its history aside; its query too when ``query_free``,
+    by default when caps are not redistributed)."""
+    plan = call.plan
+    if query_free is None:
+        query_free = not plan.redistribute
+    texts = _layer_texts(call, values)
+    counts = {name: call.tokenizer.count_message(text[2]) for name, text in texts.items()}
+    demands = layer_demands(plan, counts, reserved=call.reserved)
+    caps = call_caps(plan, demands)
+    layer_sources = {layer.name: _source(layer, values, sources) for layer in plan.layers}
+    return _Frame(
+        plan=plan,
+        system_prompt=call.system_prompt,
+        query=call.query,
+        values=dict(values),
+        sources=None if sources is None else dict(sources),
+        reserved=call.reserved,
+        texts=texts,
+        counts=counts,
+        demands=demands,
+        caps=caps,
+        layer_sources=layer_sources,
+        fits=_fit_others(call, texts, counts, caps, layer_sources, query_free=query_free),
+        contexts={k: v for k, v in values.items() if v},
+        query_free=query_free,
+    )
+
+
+def _frame(
+    call: ComposeCall,
+    values: Mapping[str, str | None],
+    sources: Mapping[str, LayerSource] | None,
+) -> _Frame:
+    """The `_Frame` of ``call``: the one its tokenizer remembers for the same inputs
+    (`Tokenizer.frames`), else a new one, then remembered in place of its plan's last."""
+    tok = call.tokenizer
+    replacing: _Frame | None = None
+    for frame in tok.frames:
+        if isinstance(frame, _Frame) and frame.plan is call.plan:
+            if _frame_fits(frame, call, values, sources):
+                return frame
+            replacing = frame
+            break
+    frame = _make_frame(call, values, sources)
+    if all(fit is not None for fit in frame.fits.values()):
+        tok.remember_frame(frame, replacing=replacing)
+    return frame
+
+
+def _call_caps(
+    call: ComposeCall, frame: _Frame
+) -> tuple[Mapping[str, int], Mapping[str, int], Mapping[str, _Fitted | None]]:
+    """The demands, caps and fits of ``call`` (the frame's, unless its history moves them).
+
+    The history is counted newest-first only when caps are redistributed, and only until
+    it exceeds the most it could be given (`ctxpolicy.budget.history_room`): past that
+    point its exact size cannot change any cap, so the cost follows what is kept, not the
+    history's length. Without redistribution `_fit_history_layer` sets the history's
+    demand from what fitting counted.
+    """
+    plan = call.plan
+    if not (plan.redistribute and call.history and CHECKPOINT_MESSAGES in frame.demands):
+        return frame.demands, frame.caps, frame.fits
+    demands = dict(frame.demands)
+    room = history_room(plan, demands, CHECKPOINT_MESSAGES)
+    demands[CHECKPOINT_MESSAGES] = count_newest(call.tokenizer, call.history, room)[0]
+    caps = call_caps(plan, demands)
+    if caps == frame.caps:
+        return demands, caps, frame.fits
+    return (
+        demands,
+        caps,
+        _fit_others(
+            call, frame.texts, frame.counts, caps, frame.layer_sources, query_free=frame.query_free
+        ),
+    )
+
+
+def _other_tally(
+    call: ComposeCall, layer: PlannedLayer, tally: LayerTally, fitted: _Fitted | None, frame: _Frame
+) -> None:
+    """Fill ``tally`` of a layer but the history with its fit (fitted here when None)."""
+    if fitted is None:  # its fit raised when the frame was made: it raises here, in order
+        tally.source = frame.layer_sources[layer.name]
+        _fit_other_layer(call.tokenizer, tally, frame.texts.get(layer.name), frame.counts)
+        return
+    if fitted.text is not None and fitted.make is not None:
+        tally.messages = [fitted.make(fitted.text)]
+    tally.tokens = fitted.tokens
+    if fitted.cuts:
+        tally.cuts = list(fitted.cuts)
+    if fitted.notes:
+        tally.notes = list(fitted.notes)
+    tally.source = fitted.source
+
+
+def _query_tally(call: ComposeCall, tally: LayerTally) -> None:
+    """Fit the query layer of a call whose frame leaves it out (``query_free``): its
+    demand, message and cuts are the call's own (what `layer_demands` and
+    `_fit_other_layer` make of it)."""
+    layer = tally.layer
+    text = call.query if call.plan.query_path == "runtime" else None
+    message = HumanMessage(text) if text else None
+    tokens = 0 if message is None else call.tokenizer.count_message(message)
+    tally.demand = max(tokens, layer.cap) if layer.name in call.reserved else tokens
+    if text and message is not None:
+        _fit_text_layer(call.tokenizer, tally, (text, HumanMessage, message), tokens)
+
+
 def compose_call(
     call: ComposeCall,
     *,
@@ -368,6 +585,11 @@ def compose_call(
             `SummarizeRequest` for a dropped prefix (else plain ``drop_oldest``).
         extras: What the report says beyond the composition (the engine's side).
 
+    The layers but the history are composed once per plan and inputs (a `_Frame` its
+    tokenizer remembers, `Tokenizer.frames`): a call whose system prompt, query, values,
+    sources and reserved layers are those of the plan's last call takes them as they were
+    and composes only its history (the next turn). The result is the same either way.
+
     Returns:
         The `Composition`.
 
@@ -379,29 +601,21 @@ def compose_call(
     plan = call.plan
     if values is None:
         values = call.contexts
-    texts = _layer_texts(call, values)
-    counts = {name: call.tokenizer.count_message(text[2]) for name, text in texts.items()}
-    demands = _demands(call, counts)
-    caps = call_caps(plan, demands)
+    frame = _frame(call, values, sources)
+    demands, caps, fits = _call_caps(call, frame)
     tallies: dict[str, LayerTally] = {}
     history = _NO_HISTORY
     for layer in plan.layers:
-        tally = LayerTally(
-            layer,
-            [],
-            0,
-            demands[layer.name],
-            caps.get(layer.name, 0),
-            [],
-            [],
-            _source(layer, values, sources),
-        )
-        tallies[layer.name] = tally
+        name = layer.name
+        tally = LayerTally(layer, [], 0, demands[name], caps.get(name, 0), [], [], "argument")
+        tallies[name] = tally
         if layer.kind == "history":
             summary = values.get(COMPRESSION) if request_summary else None
             history = _fit_history_layer(call, tally, summary, request_summary=request_summary)
-        else:
-            _fit_other_layer(call.tokenizer, tally, texts.get(layer.name), counts)
+        elif name in fits:
+            _other_tally(call, layer, tally, fits[name], frame)
+        else:  # the query, left out of the frame
+            _query_tally(call, tally)
     if plan.merge_system:
         _merge_leading_system(call.tokenizer, plan, tallies)
     messages, message_layers, total = _assemble(plan, tallies)
@@ -414,14 +628,14 @@ def compose_call(
         summarized=history.summarize is not None,
         extras=extras,
     )
-    return Composition(
-        messages=tuple(messages),
-        report=report,
-        message_layers=tuple(message_layers),
-        kept_history=history.kept,
-        dropped_history=history.dropped,
-        summarize=history.summarize,
-        contexts={k: v for k, v in values.items() if v},
+    return Composition(  # positional (in field order): see `build_report`
+        tuple(messages),
+        report,
+        tuple(message_layers),
+        history.kept,
+        history.dropped,
+        history.summarize,
+        dict(frame.contexts),
     )
 
 
@@ -456,24 +670,6 @@ def _layer_texts(call: ComposeCall, values: Mapping[str, str | None]) -> dict[st
     return out
 
 
-def _demands(call: ComposeCall, counts: Mapping[str, int]) -> dict[str, int]:
-    """Tokens each layer would use uncut, counting the history only as far as it matters.
-
-    ``counts`` holds the tokens of each single-message layer's message. The history is
-    counted newest-first only when caps are redistributed, and only until it exceeds the
-    most it could be given (`ctxpolicy.budget.history_room`): past that point its exact
-    size cannot change any cap, so the cost follows what is kept, not the history's
-    length. Without redistribution `_fit_history_layer` sets the history's demand from
-    what fitting counted.
-    """
-    tok, plan = call.tokenizer, call.plan
-    demands = layer_demands(plan, counts, reserved=call.reserved)
-    if plan.redistribute and call.history and CHECKPOINT_MESSAGES in demands:
-        room = history_room(plan, demands, CHECKPOINT_MESSAGES)
-        demands[CHECKPOINT_MESSAGES] = count_newest(tok, call.history, room)[0]
-    return demands
-
-
 def _assemble(
     plan: LayerPlan, tallies: Mapping[str, LayerTally]
 ) -> tuple[list[BaseMessage], list[str], int]:
@@ -487,8 +683,9 @@ def _assemble(
     total = 0  # == count_messages(messages): every tally's tokens are its messages' counts
     for layer in plan.layers:
         tally = tallies[layer.name]
-        messages.extend(tally.messages)
-        message_layers.extend([layer.name] * len(tally.messages))
+        if tally.messages:
+            messages.extend(tally.messages)
+            message_layers.extend([layer.name] * len(tally.messages))
         total += tally.tokens
     if total > plan.available_tokens:
         raise BudgetExceededError(TOTAL, total, plan.available_tokens, detail="the layers together")
@@ -622,8 +819,7 @@ def _merge_leading_system(
 # ----------------------------------------------------------------------------- history
 
 
-@dataclass(frozen=True, slots=True)
-class _HistoryOutcome:
+class _HistoryOutcome(NamedTuple):
     kept: tuple[BaseMessage, ...]
     dropped: Sequence[BaseMessage]
     summarize: SummarizeRequest | None
@@ -634,7 +830,7 @@ _NO_HISTORY = _HistoryOutcome((), (), None)
 
 def _contains(messages: Sequence[BaseMessage], target: BaseMessage) -> bool:
     """Whether ``target`` is in ``messages`` (newest first, identity before equality)."""
-    return any(m is target for m in reversed(messages)) or target in messages
+    return any(map(is_, reversed(messages), repeat(target))) or target in messages
 
 
 def _fit_history_layer(
@@ -694,8 +890,11 @@ def _record_fit(tally: LayerTally, fit: HistoryFit) -> None:
     """The kept messages, their tokens, and the repairs of ``fit`` into ``tally``."""
     tally.messages = list(fit.kept)
     tally.tokens = fit.tokens
+    if not fit.repairs:
+        return
     # leading AI units removed next to the cut are part of the trim, not a repair
-    trim = [r for r in fit.repairs if fit.dropped and r.endswith("must start on a HumanMessage")]
+    dropped = bool(fit.dropped)
+    trim = [r for r in fit.repairs if dropped and r.endswith("must start on a HumanMessage")]
     repairs = [r for r in fit.repairs if r not in trim]
     tally.notes.extend(trim)
     if repairs:
@@ -715,7 +914,10 @@ def _cut_dropped(tok: Tokenizer, tally: LayerTally, fit: HistoryFit, *, summariz
         dropped_tokens = tok.count_messages(dropped)
     else:  # drop_oldest: count only as far as already counted (plus the unit over)
         counted, complete = count_newest(
-            tok, dropped, max(tally.demand - fit.tokens, cap - fit.tokens)
+            tok,
+            dropped,
+            max(tally.demand - fit.tokens, cap - fit.tokens),
+            counted=fit.dropped_counts,  # what the walk counted already
         )
         dropped_tokens = counted if complete else None
         tally.demand = max(tally.demand, fit.tokens + counted)

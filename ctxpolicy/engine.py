@@ -148,6 +148,10 @@ def _text_of(message: BaseMessage) -> str:
     return content if type(content) is str else str(message.text)
 
 
+#: The state of a call given none (read-only).
+_NO_STATE: Mapping[str, Any] = MappingProxyType({})
+
+
 def _check_state(state: Mapping[str, Any] | None) -> Mapping[str, Any]:
     if state is None:
         return {}
@@ -167,16 +171,16 @@ def _check_thread_id(thread_id: object) -> None:
 
 
 def _stored_history(
-    plan: LayerPlan, state: Mapping[str, Any], checkpoint_messages: Sequence[Any] | None
+    takes_history: bool, state: Mapping[str, Any], checkpoint_messages: Sequence[Any] | None
 ) -> Sequence[BaseMessage]:
     """The history a call reads: ``checkpoint_messages``, else ``state["messages"]``.
 
-    Empty when the process takes no history.
+    Empty when the process takes no history (``takes_history`` false).
 
     Raises:
         TypeError: the history is not a sequence (or is a string).
     """
-    if not plan.includes(CHECKPOINT_MESSAGES):
+    if not takes_history:
         return ()
     if checkpoint_messages is not None:
         return as_messages(checkpoint_messages, argument="checkpoint_messages")
@@ -304,23 +308,60 @@ class _ProcessFacts(NamedTuple):
     can_summarize: bool
     summarize_warning: str | None
     tokenizer: Tokenizer
+    #: whether the input is shown as given (no curation, no query references to expand)
+    plain_input: bool
+    #: the memory layers with ``tiers`` the plan includes (the engine may keep their memory)
+    tiered: tuple[str, ...]
+    #: whether the plan has a ``persist`` block layer (else a call persists nothing)
+    persists: bool
+    #: whether the plan includes the history
+    takes_history: bool
+    #: the notes of a call given no contexts and a history it takes (`input_notes`)
+    notes: Mapping[str, tuple[str, ...]]
+    plan: LayerPlan
+    #: what every call's report says beyond the composition, when the call's own
+    #: arguments add nothing (`PolicyEngine._compose_plain`)
+    extras: ReportExtras
+    #: whether a call given no state, contexts, services nor thread id takes
+    #: `PolicyEngine._compose_plain`: no collector, recall, summary, curation, query
+    #: reference nor kept memory
+    plain: bool
 
 
-def _facts(policy: Policy, plan: LayerPlan) -> _ProcessFacts:
-    """The `_ProcessFacts` of ``plan`` (a plan of ``policy``)."""
+def _plain_input(policy: Policy) -> bool:
+    """Whether ``policy`` shows a call's input as given: no curation, no query references."""
+    history = policy.layers.get(CHECKPOINT_MESSAGES)
+    query = policy.layers.get(QUERY)
+    return (history is None or not history.curate) and (query is None or query.references is None)
+
+
+def _facts(policy: Policy, plan: LayerPlan, tiered_services: Mapping[str, str]) -> _ProcessFacts:
+    """The `_ProcessFacts` of ``plan`` (a plan of ``policy``; ``tiered_services``: the
+    engine's memory layers with ``tiers``)."""
     can_summarize, warning = _can_summarize(plan)
     recall_layers = tuple(
         layer
         for layer in plan.layers
         if layer.collector is not None and layer.collector.type == RECALL
     )
+    plain_input = _plain_input(policy)
+    collected = _collected_layers(policy, plan)
+    tiered = tuple(name for name in tiered_services if plan.includes(name))
     return _ProcessFacts(
-        collected=_collected_layers(policy, plan),
+        collected=collected,
         recall_layers=recall_layers,
         reserved=frozenset(layer.name for layer in recall_layers),
         can_summarize=can_summarize,
         summarize_warning=warning,
         tokenizer=get_tokenizer(plan.tokenizer),
+        plain_input=plain_input,
+        tiered=tiered,
+        persists=any(layer.kind == "block" and layer.persist for layer in plan.layers),
+        takes_history=plan.includes(CHECKPOINT_MESSAGES),
+        notes=input_notes(plan, {}, ()),
+        plan=plan,
+        extras=ReportExtras(warnings=(warning,)) if warning else NO_EXTRAS,
+        plain=plain_input and not (collected or recall_layers or can_summarize or tiered),
     )
 
 
@@ -394,6 +435,7 @@ class PolicyEngine:
     __slots__ = (
         "_facts",
         "_memories",
+        "_plain",
         "_plans",
         "_policy",
         "_recall_lock",
@@ -428,8 +470,19 @@ class PolicyEngine:
         self._recall_lock = threading.Lock()
         # per process: what every call needs from its plan (decided once: every call asks)
         self._facts: Mapping[str, _ProcessFacts] = MappingProxyType(
-            {name: _facts(policy, plan) for name, plan in self._plans.items()}
+            {
+                name: _facts(policy, plan, self._tiered_services)
+                for name, plan in self._plans.items()
+            }
         )
+        # process (None: the default one) -> its facts, for the processes whose calls
+        # may take `_compose_plain`
+        plain: dict[str | None, _ProcessFacts] = {
+            name: facts for name, facts in self._facts.items() if facts.plain
+        }
+        if policy.default_process in plain:
+            plain[None] = plain[policy.default_process]
+        self._plain: Mapping[str | None, _ProcessFacts] = MappingProxyType(plain)
 
     @classmethod
     def from_file(
@@ -536,13 +589,21 @@ class PolicyEngine:
             if name not in skip
         )
 
-    def _input(self, plan: LayerPlan, stored: Sequence[BaseMessage], query: str | None) -> _Input:
+    def _input(
+        self, plan: LayerPlan, stored: Sequence[BaseMessage], query: str | None, *, plain: bool
+    ) -> _Input:
         """The history and input the prompt shows: curated, references expanded.
+
+        ``plain``: the policy neither curates the history nor expands query references
+        (`_ProcessFacts.plain_input`), so both are shown as given.
 
         Raises:
             QueryPathError: see `ctxpolicy.compose.check_query_path`.
             CollectorError: a query reference failed (``on_error: fail``).
         """
+        if plain:
+            found = check_query_path(plan, query, stored)
+            return _Input(stored, query, query if found is None else _text_of(found), found)
         history, curated, swapped = _curated_history(self._policy, stored)
         message = check_query_path(plan, query, history)
         text = query if message is None else _text_of(message)
@@ -568,10 +629,11 @@ class PolicyEngine:
     ) -> tuple[Mapping[str, Any], str | None]:
         """The call's services (with the memories the engine keeps) and its thread id."""
         merged = self._merged_services(services)
+        tiered = self._facts[plan.process].tiered
+        if not recall and not tiered:  # no recall, no memory to keep: the thread is not asked
+            return merged, thread_id
         owned = [
-            name
-            for name in self._tiered_services
-            if plan.includes(name) and name not in skip and self._owns_memory(name, merged, state)
+            name for name in tiered if name not in skip and self._owns_memory(name, merged, state)
         ]
         if (recall or owned) and thread_id is None:
             thread_id = _langgraph_thread_id()
@@ -597,10 +659,10 @@ class PolicyEngine:
         state = _check_state(state)
         _check_query(query)
         overrides = check_contexts(plan, contexts)
-        stored = _stored_history(plan, state, checkpoint_messages)
-        given = self._input(plan, stored, query)
-        _check_thread_id(thread_id)
         facts = self._facts[plan.process]
+        stored = _stored_history(facts.takes_history, state, checkpoint_messages)
+        given = self._input(plan, stored, query, plain=facts.plain_input)
+        _check_thread_id(thread_id)
         recall_layers, reserved = facts.recall_layers, facts.reserved
         if overrides and recall_layers:  # a recall layer given at runtime is not recalled
             recall_layers = tuple(layer for layer in recall_layers if layer.name not in overrides)
@@ -615,16 +677,17 @@ class PolicyEngine:
             recall=bool(recall_layers),
         )
         warning = facts.summarize_warning
+        # positional (in field order): a frozen dataclass sets keyword arguments more slowly
         inputs = ComposeCall(
-            plan=plan,
-            system_prompt=system_prompt,
-            history=given.history,
-            query=given.query,
-            input_message=given.message,
-            contexts=overrides,
-            notes=input_notes(plan, overrides, ()),
-            reserved=reserved,
-            tokenizer=facts.tokenizer,
+            plan,  # plan
+            system_prompt,  # system_prompt
+            given.history,  # history
+            given.query,  # query
+            given.message,  # input_message
+            overrides,  # contexts
+            input_notes(plan, overrides, ()),  # notes
+            reserved,  # reserved
+            facts.tokenizer,  # tokenizer
         )
         return _Call(
             inputs=inputs,
@@ -741,6 +804,15 @@ class PolicyEngine:
             UnknownProcessError: the policy does not declare ``process``.
             ValueError: a bad ``contexts`` key.
         """
+        plain = self._plain.get(process)
+        if (
+            plain is not None
+            and state is None
+            and contexts is None
+            and services is None
+            and thread_id is None
+        ):
+            return self._compose_plain(plain, system_prompt, query, checkpoint_messages)
         call = self._prepare(
             process=process,
             system_prompt=system_prompt,
@@ -751,7 +823,10 @@ class PolicyEngine:
             services=services,
             thread_id=thread_id,
         )
-        steps = self._steps(call, *self._collected(call, run_collectors(call.requests)))
+        collected = self._collected(call, run_collectors(call.requests) if call.requests else ())
+        if not call.recall_layers and not call.can_summarize:
+            return self._composed(call, *collected)
+        steps = self._steps(call, *collected)
         try:
             request = next(steps)
             while True:
@@ -792,6 +867,8 @@ class PolicyEngine:
             thread_id=thread_id,
         )
         collected = self._collected(call, await arun_collectors(call.requests))
+        if not call.recall_layers and not call.can_summarize:
+            return self._composed(call, *collected)
         steps = self._steps(call, *collected)
         try:
             request = next(steps)
@@ -808,6 +885,77 @@ class PolicyEngine:
         except StopIteration as done:
             result: ComposeResult = done.value
             return result
+
+    @staticmethod
+    def _compose_plain(
+        facts: _ProcessFacts,
+        system_prompt: str,
+        query: str | None,
+        checkpoint_messages: Sequence[Any] | None,
+    ) -> ComposeResult:
+        """`compose` of a plain process (`_ProcessFacts.plain`) given only its system
+        prompt, query and history: what `_prepare` then `_composed` return, without
+        the steps that have nothing to do (no state, contexts, services, collectors,
+        recall, summary, curation, references nor memory).
+
+        Checks the same arguments, with the same functions, in the same order as
+        `_prepare`, so a bad one raises the same error.
+        """
+        plan = facts.plan
+        check_system_prompt(system_prompt)
+        _check_query(query)
+        stored = _stored_history(facts.takes_history, _NO_STATE, checkpoint_messages)
+        message = check_query_path(plan, query, stored)
+        inputs = ComposeCall(  # positional: see `_prepare`
+            plan,
+            system_prompt,
+            stored,
+            query,
+            message,
+            {},
+            facts.notes,
+            facts.reserved,
+            facts.tokenizer,
+        )
+        composition = compose_call(
+            inputs,
+            values={},
+            sources={},
+            request_summary=False,
+            extras=facts.extras,
+        )
+        return ComposeResult(list(composition.messages), composition.report, {})
+
+    def _composed(
+        self,
+        call: _Call,
+        values: dict[str, str | None],
+        sources: dict[str, LayerSource],
+        skipped: Sequence[SkippedCollector],
+    ) -> ComposeResult:
+        """The result of a call that neither summarizes nor recalls: one composition.
+
+        What `_steps` returns for such a call (it yields nothing then), without driving
+        a generator (a plain call given only its prompt, query and history takes the
+        shorter `_compose_plain`).
+        """
+        extras = (
+            dataclasses.replace(call.extras, skipped=tuple(skipped)) if skipped else call.extras
+        )
+        plan = call.inputs.plan
+        facts = self._facts[plan.process]
+        composition = compose_call(
+            call.inputs,
+            values=values,
+            sources=sources,
+            request_summary=False,
+            extras=extras,
+        )
+        return ComposeResult(  # positional: see `_prepare`
+            list(composition.messages),
+            composition.report,
+            _persisted(plan, values, sources, call.state) if facts.persists else {},
+        )
 
     def _steps(
         self,

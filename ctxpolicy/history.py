@@ -37,8 +37,8 @@ import sys
 from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import accumulate
-from operator import attrgetter
+from itertools import accumulate, repeat
+from operator import attrgetter, itemgetter
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, NamedTuple, overload
 
@@ -228,6 +228,8 @@ def as_messages(value: Any, *, argument: str) -> Sequence[BaseMessage]:
     """
     if value is None:
         return ()
+    if type(value) is list:  # the common case, without the abstract Sequence check
+        return MessagesView(value, argument=argument) if value else value
     if isinstance(value, str | bytes) or not isinstance(value, Sequence):
         raise TypeError(f"{argument} must be a sequence of messages, got {type(value).__name__}")
     if isinstance(value, MessagesView) or not value:
@@ -257,6 +259,10 @@ class HistoryFit:
             end (``previous=`` of `fit_history`); None when it cannot be reused (a
             repaired window, items converted from dicts, a message shown replaced).
             Not part of equality.
+        dropped_counts: ``count`` of the newest messages of ``dropped``, newest first, as
+            far as the walk counted them one by one (the units dropped so that ``kept``
+            starts on a HumanMessage, then the unit that did not fit, each while it is a
+            single message); ``counted=`` of `count_newest`. Not part of equality.
     """
 
     kept: tuple[BaseMessage, ...]
@@ -264,6 +270,7 @@ class HistoryFit:
     tokens: int
     repairs: tuple[str, ...]
     walk: HistoryWalk | None = field(default=None, compare=False, repr=False)
+    dropped_counts: tuple[int, ...] = field(default=(), compare=False, repr=False)
 
 
 def _describe(message: BaseMessage) -> str:
@@ -625,7 +632,10 @@ def _items_as_given(messages: Sequence[BaseMessage]) -> Sequence[Any] | None:
 
 
 def _all_messages(items: Sequence[Any]) -> bool:
-    return all(isinstance(item, BaseMessage) for item in items)
+    return all(map(isinstance, items, repeat(BaseMessage)))
+
+
+_notes_of = itemgetter(2)
 
 
 _contents = attrgetter("content")
@@ -690,16 +700,17 @@ def _record(
         )
     else:
         contents = tuple(map(_contents, window))
+    # positional: a frozen dataclass sets keyword arguments more slowly (one per call)
     return HistoryWalk(
-        window=window,
-        contents=contents,
-        units=tuple(units),
-        prefix=tuple(walked.prefix),
-        over=over,
-        start=start,
-        cut=cut,
-        end=end,
-        reached_start=walked.reached_start,
+        window,
+        contents,
+        tuple(units),
+        tuple(walked.prefix),
+        over,
+        start,
+        cut,
+        end,
+        walked.reached_start,
     )
 
 
@@ -718,23 +729,49 @@ def _fit(
     length = len(messages)
     cut = kept_units[0][0] if kept_units else length
     lead_note = _lead_note(units[:lead]) if lead else None
+    counted: tuple[int, ...] = ()
     if walked.clean and items is not None:
         kept = tuple(items[cut:length])  # no removal inside: the window as given
         repairs = [lead_note] if lead_note else []
         walk = _record(items, walked, length, reused)
+        counted = _counted_before(units, lead, walked.over, length)
     else:
         kept = _flatten(kept_units)
         repairs = _notes(kept_units)
         if lead_note:
             repairs.insert(0, lead_note)
         walk = None
-    return HistoryFit(kept, MessagesView(messages, cut), tokens, tuple(repairs), walk)
+    return HistoryFit(kept, MessagesView(messages, cut), tokens, tuple(repairs), walk, counted)
+
+
+def _counted_before(
+    units: Sequence[_Unit], lead: int, over: _Unit | None, length: int
+) -> tuple[int, ...]:
+    """The walk's counts of the messages right before the kept units, newest first
+    (`HistoryFit.dropped_counts`).
+
+    ``units`` (oldest first, no removal between them: a clean walk) start with ``lead``
+    units dropped so that the kept part starts on a HumanMessage; ``over`` is the unit
+    that did not fit. A unit's tokens are its message's count when it holds one message;
+    the counts stop at the first unit that holds more, and before ``over`` when it does
+    not end where the units start (a removal between them).
+    """
+    counts: list[int] = []
+    for unit in reversed(units[:lead]):
+        if len(unit[1]) != 1:
+            return tuple(counts)
+        counts.append(unit[3])
+    if over is not None and len(over[1]) == 1:
+        after = units[0][0] if units else length
+        if over[0] + 1 == after:
+            counts.append(over[3])
+    return tuple(counts)
 
 
 def _walked(walk: _Walk, items: Sequence[Any] | None, *, start: int) -> _Walked:
     """``walk``'s units oldest first, with running sums from ``start``."""
     units = walk.units[::-1]
-    clean = items is not None and not any(unit[2] for unit in units)
+    clean = items is not None and not any(map(_notes_of, units))
     walked = [walk.over, *units] if walk.over is not None else units
     if clean and items is not None and walked:
         clean = _all_messages(items[walked[0][0] : walked[-1][0] + len(walked[-1][1])])
@@ -750,15 +787,22 @@ def _walk_after(
     max_tokens: int,
     count: Callable[[BaseMessage], int],
 ) -> _Walked | None:
-    """Walk what follows ``previous``'s window and reuse the window (None: cannot)."""
-    tail = _walk_units(messages, max_tokens=max_tokens, count=count, floor=previous.end)
+    """Walk what follows ``previous``'s window and reuse the window (None: cannot).
+
+    The appended items are read as given (the caller's list, not through the view): they
+    are all messages (else the fresh walk reads them, converting what the view converts),
+    and so is the window, whose units each start on a Human or AI message, so no unit
+    parsed here reads an item older than the window.
+    """
+    length = len(messages)
+    if not _all_messages(items[previous.end : length]):
+        return None
+    tail = _walk_units(items, max_tokens=max_tokens, count=count, end=length, floor=previous.end)
     if tail.stopped:  # the new messages alone fill the budget
         return _walked(tail, items, start=0)
     new = tail.units[::-1]
-    if tail.end != previous.end or tail.older_notes or any(unit[2] for unit in new):
+    if tail.end != previous.end or tail.older_notes or any(map(_notes_of, new)):
         return None  # a unit spans the old end, or the new part needed a repair
-    if not _all_messages(items[previous.end : len(messages)]):
-        return None
     old = previous.prefix
     room = max_tokens - tail.total
     first = bisect_left(old, old[-1] - room)  # the oldest old unit that still fits
@@ -852,16 +896,31 @@ def fit_history(
     return _fit(messages, items, walked, previous)
 
 
-def count_newest(tok: Tokenizer, messages: Sequence[BaseMessage], limit: int) -> tuple[int, bool]:
+def count_newest(
+    tok: Tokenizer,
+    messages: Sequence[BaseMessage],
+    limit: int,
+    *,
+    counted: Sequence[int] = (),
+) -> tuple[int, bool]:
     """Tokens of ``messages`` counted newest-first, stopping once above ``limit``.
+
+    ``counted``: the counts of the newest messages, newest first, when the caller has them
+    (`HistoryFit.dropped_counts`): taken instead of counting those messages again.
 
     Returns:
         ``(tokens, complete)``: the tokens counted and whether every message was counted.
     """
     total = 0
-    count_message = tok.count_message
     left = len(messages)
-    for message in reversed(messages):
+    for tokens in counted[:left]:
+        total += tokens
+        left -= 1
+        if total > limit and left:
+            return total, False
+    count_message = tok.count_message
+    rest = MessagesView(messages, left) if counted else messages
+    for message in reversed(rest):
         total += count_message(message)
         left -= 1
         if total > limit and left:

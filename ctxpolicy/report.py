@@ -596,17 +596,18 @@ def build_report(
         if tally is not None and tally.repairs:
             warnings.append(f"{name}: history repaired: {'; '.join(tally.repairs)}")
     warnings.extend(extras.warnings)
+    # positional (in field order): a frozen dataclass sets keyword arguments more slowly
     return ComposeReport(
-        process=plan.process,
-        query_path=plan.query_path,
-        tokenizer=plan.tokenizer,
-        available_tokens=plan.available_tokens,
-        total_tokens=total,
-        layers=LayerReports(order, _layer_maker(plan, tallies, order, notes, extras)),
-        skipped=extras.skipped,
-        prefix_hashes=PrefixHashes(messages),
-        warnings=tuple(warnings),
-        summarized=summarized or extras.summarized,
+        plan.process,
+        plan.query_path,
+        plan.tokenizer,
+        plan.available_tokens,
+        total,
+        LayerReports(order, _layer_maker(plan, tallies, order, notes, extras)),
+        extras.skipped,
+        PrefixHashes(messages),
+        tuple(warnings),
+        summarized or extras.summarized,
     )
 
 

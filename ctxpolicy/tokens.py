@@ -243,6 +243,9 @@ class _BoundedCache:
 #: History walks a tokenizer remembers: the conversations composed in turn by one process
 #: (each holds the messages of its kept window).
 MAX_WALKS = 8
+#: Composition frames a tokenizer remembers: the other layers of the last call of as many
+#: plans (`ctxpolicy.compose`; one per plan).
+MAX_FRAMES = 8
 
 
 class Tokenizer:
@@ -257,7 +260,15 @@ class Tokenizer:
         exact: ``True`` for tiktoken encodings, ``False`` for the approximate estimate.
     """
 
-    __slots__ = ("_encoding", "_message_counts", "_text_counts", "_walks", "exact", "name")
+    __slots__ = (
+        "_encoding",
+        "_frames",
+        "_message_counts",
+        "_text_counts",
+        "_walks",
+        "exact",
+        "name",
+    )
 
     def __init__(
         self, name: str, *, encoding: Any = None, cache_size: int = _DEFAULT_CACHE_SIZE
@@ -274,6 +285,7 @@ class Tokenizer:
         self._text_counts = _BoundedCache(cache_size)
         self._message_counts = _BoundedCache(cache_size)
         self._walks: tuple[object, ...] = ()
+        self._frames: tuple[object, ...] = ()
 
     def __repr__(self) -> str:
         return f"Tokenizer(name={self.name!r}, exact={self.exact})"
@@ -283,10 +295,11 @@ class Tokenizer:
         return Tokenizer(self.name, encoding=self._encoding, cache_size=self._text_counts._maxsize)
 
     def clear_cache(self) -> None:
-        """Forget every cached count (and every remembered history walk)."""
+        """Forget every cached count (and every remembered history walk and frame)."""
         self._text_counts.clear()
         self._message_counts.clear()
         self._walks = ()
+        self._frames = ()
 
     @property
     def walks(self) -> tuple[object, ...]:
@@ -306,8 +319,25 @@ class Tokenizer:
                 conversation), forgotten with it: one conversation holds one place, so an
                 agent's long run of calls does not push the other conversations out.
         """
-        others = tuple(w for w in self._walks if w is not walk and w is not replacing)
+        walks = self._walks
+        if walks and walks[0] is replacing and walk not in walks:  # the next turn, newest
+            self._walks = (walk, *walks[1:])  # one assignment: safe across threads
+            return
+        others = tuple(w for w in walks if w is not walk and w is not replacing)
         self._walks = (walk, *others[: MAX_WALKS - 1])  # one assignment: safe across threads
+
+    @property
+    def frames(self) -> tuple[object, ...]:
+        """The composition frames counted with this tokenizer, newest first (at most
+        `MAX_FRAMES`): what a call made of its layers but the history, which the next call
+        with the same ones takes as it is (`ctxpolicy.compose.compose_call`)."""
+        return self._frames
+
+    def remember_frame(self, frame: object, *, replacing: object = None) -> None:
+        """Keep ``frame`` as the newest of `frames` (the oldest beyond `MAX_FRAMES` is
+        dropped), and forget ``replacing`` (the frame of the same plan it supersedes)."""
+        others = tuple(f for f in self._frames if f is not frame and f is not replacing)
+        self._frames = (frame, *others[: MAX_FRAMES - 1])  # one assignment: thread-safe
 
     # -- text ---------------------------------------------------------------------------
 

@@ -10,11 +10,18 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
-from ctxpolicy.history import HistoryWalk, MessagesView, fit_history, latest_walk
+from ctxpolicy.history import (
+    HistoryWalk,
+    MessagesView,
+    count_newest,
+    fit_history,
+    latest_walk,
+)
 
 from .test_history import ai_calls, budgets, count, histories, ids, recording, tool
 
@@ -24,6 +31,32 @@ def same_fit(a, b):
     assert ids(a.dropped) == ids(b.dropped)
     assert a.tokens == b.tokens
     assert a.repairs == b.repairs
+
+
+class _CountingTokenizer:
+    """What `count_newest` needs of a tokenizer: ``count_message`` (`count`), recorded."""
+
+    def __init__(self):
+        self.counted = []
+
+    def count_message(self, message):
+        self.counted.append(id(message))
+        return count(message)
+
+
+def assert_dropped_counts(fit, limits):
+    """``fit.dropped_counts`` are the counts of the newest dropped messages, and
+    `count_newest` gives the same with them as without them, whatever the limit."""
+    counted = fit.dropped_counts
+    assert len(counted) <= len(fit.dropped)
+    for i, tokens in enumerate(counted):
+        assert tokens == count(fit.dropped[len(fit.dropped) - 1 - i])
+    for limit in limits:
+        tok = _CountingTokenizer()
+        with_counts = count_newest(tok, fit.dropped, limit, counted=counted)
+        assert with_counts == count_newest(_CountingTokenizer(), fit.dropped, limit)
+        newest = [id(m) for m in list(fit.dropped)[len(fit.dropped) - len(counted) :]]
+        assert not set(tok.counted) & set(newest)  # what the walk counted is not counted again
 
 
 def fresh(messages, max_tokens):
@@ -69,6 +102,7 @@ def test_reusing_the_previous_walk_gives_the_same_fit(session, first_budget, ind
         history = _change(history, change, new, index)
         reused = fit_history(history, max_tokens=budget, count=count, previous=fit.walk)
         same_fit(reused, fresh(history, budget))
+        assert_dropped_counts(reused, (0, budget // 2, budget, 2 * budget))
         walk = reused.walk
         if walk is not None:  # what the next turn checks is what the window holds now
             assert walk.window == tuple(history[walk.start : walk.end])
@@ -106,6 +140,46 @@ def test_next_turn_reuses_the_walk_through_a_view_and_latest_walk_finds_it():
     second = fit_history(view, max_tokens=300, count=counter, previous=first.walk)
     assert counted == [id(history[-1]), id(history[-2])]
     same_fit(second, fresh(history, 300))
+
+
+def test_a_fit_gives_the_counts_of_the_dropped_units_it_walked():
+    """The units dropped so the kept part starts on a HumanMessage, then the one that did
+    not fit, as the walk counted them (newest first), while they hold one message."""
+    big = HumanMessage("q1 " + "x" * 80)
+    history = [big, AIMessage("a1"), AIMessage("a2"), HumanMessage("q2"), AIMessage("a3")]
+    fit = fresh(history, count(history[3]) + count(history[4]) + count(history[2]))
+    assert fit.kept == (history[3], history[4])
+    assert fit.dropped_counts == (count(history[2]), count(history[1]))  # a2 led, a1 over
+    assert_dropped_counts(fit, (0, 10, 1_000))
+    # a tool unit in the way: counted as a whole, so its messages' counts are not given
+    history = [big, ai_calls("c1"), tool("c1", "r"), HumanMessage("q2")]
+    fit = fresh(history, count(history[3]) + 1)
+    assert fit.kept == (history[3],) and fit.dropped_counts == ()
+    # nothing fits: the newest message is the unit over, when it is one message
+    assert fresh([big], 1).dropped_counts == (count(big),)
+    assert fresh([], 1).dropped_counts == ()
+
+
+def test_items_appended_as_dicts_after_a_walk_are_read_through_the_view():
+    """The appended items are walked as given only when they all are messages: a dict
+    appended after a walk is converted (the fresh walk reads it through the view), one
+    that cannot be converted is named as the fresh walk names it."""
+    history: list[Any] = [HumanMessage("q1"), AIMessage("a1")]
+    first = fit_history(MessagesView(history, argument="h"), max_tokens=1_000, count=count)
+    assert first.walk is not None
+    grown = [*history, {"role": "user", "content": "q2"}, AIMessage("a2")]
+    view = MessagesView(grown, argument="h")
+    second = fit_history(view, max_tokens=1_000, count=count, previous=first.walk)
+    assert [m.content for m in second.kept] == ["q1", "a1", "q2", "a2"]
+    assert isinstance(second.kept[2], HumanMessage)
+    assert second.walk is None  # a converted item: no walk to reuse
+    same_fit(second, fresh(view, 1_000))
+    bad = MessagesView([*history, AIMessage("a2"), {"no": "role"}], argument="h")
+    with pytest.raises(ValueError, match=r"h\[3\]: not a message") as reused:
+        fit_history(bad, max_tokens=1_000, count=count, previous=first.walk)
+    with pytest.raises(ValueError) as fresh_error:
+        fresh(bad, 1_000)
+    assert str(reused.value) == str(fresh_error.value)
 
 
 def test_a_walk_is_not_made_for_a_repaired_window_or_converted_items():
