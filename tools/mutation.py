@@ -86,6 +86,7 @@ AREA_TESTS: dict[str, tuple[str, ...]] = {
         "tests/engine/test_issue14_new_user.py",
         "tests/engine/test_compose_edges_a.py",
         "tests/engine/test_compose_edges_b.py",
+        "tests/engine/test_next_turn_frames.py",
         "tests/history/test_walk_reuse.py",
         "tests/perf",
     ),
