@@ -162,6 +162,15 @@ def test_as_messages_returns_empty_sequences_and_views_as_given():
     converted = as_messages(items, argument="h")
     assert isinstance(converted, MessagesView) and converted.base is items
     assert converted[0] == HumanMessage("q")
+    # a tuple (no list fast path) is read through a view too, naming the argument
+    empty_tuple = ()
+    assert as_messages(empty_tuple, argument="h") is empty_tuple
+    given = ({"role": "user", "content": "q"}, {"no": "role"})
+    converted = as_messages(given, argument="history")
+    assert isinstance(converted, MessagesView) and converted.base is given
+    assert converted[0] == HumanMessage("q")
+    with pytest.raises(ValueError, match=r"^history\[1\]: not a message"):
+        converted[1]
 
 
 # -- MessagesView ---------------------------------------------------------------------------

@@ -142,6 +142,19 @@ def test_next_turn_reuses_the_walk_through_a_view_and_latest_walk_finds_it():
     same_fit(second, fresh(history, 300))
 
 
+def test_the_next_turn_walks_only_what_the_view_shows():
+    # a view that stops before the end of its list: the items after it are not history
+    history = []
+    for i in range(40):
+        history += [HumanMessage(f"q{i} " + "x" * 20), AIMessage(f"a{i}")]
+    first = fit_history(MessagesView(history, argument="h"), max_tokens=300, count=count)
+    history += [HumanMessage("next"), AIMessage("reply"), HumanMessage("beyond the view")]
+    view = MessagesView(history, len(history) - 1, argument="h")
+    second = fit_history(view, max_tokens=300, count=count, previous=first.walk)
+    assert second.kept[-1] is history[-2]
+    same_fit(second, fresh(history[:-1], 300))
+
+
 def test_a_fit_gives_the_counts_of_the_dropped_units_it_walked():
     """The units dropped so the kept part starts on a HumanMessage, then the one that did
     not fit, as the walk counted them (newest first), while they hold one message."""
