@@ -432,7 +432,7 @@ def _fit_others(
         if layer.kind in skipped:
             continue
         name = layer.name
-        tally = LayerTally(layer, [], 0, 0, caps.get(name, 0), [], [], sources[name])
+        tally = LayerTally(layer, [], 0, 0, caps[name], [], [], sources[name])
         text = texts.get(name)
         try:
             _fit_other_layer(tok, tally, text, counts)
@@ -558,13 +558,14 @@ def _query_tally(call: ComposeCall, tally: LayerTally) -> None:
     """Fit the query layer of a call whose frame leaves it out (``query_free``): its
     demand, message and cuts are the call's own (what `layer_demands` and
     `_fit_other_layer` make of it)."""
-    layer = tally.layer
     text = call.query if call.plan.query_path == "runtime" else None
-    message = HumanMessage(text) if text else None
-    tokens = 0 if message is None else call.tokenizer.count_message(message)
-    tally.demand = max(tokens, layer.cap) if layer.name in call.reserved else tokens
-    if text and message is not None:
-        _fit_text_layer(call.tokenizer, tally, (text, HumanMessage, message), tokens)
+    if not text:  # no message: it asks for nothing (the frame's demand is another call's)
+        tally.demand = 0
+        return
+    message = HumanMessage(text)
+    # its demand is its size: only recall layers hold room (`ComposeCall.reserved`)
+    tally.demand = tokens = call.tokenizer.count_message(message)
+    _fit_text_layer(call.tokenizer, tally, (text, HumanMessage, message), tokens)
 
 
 def compose_call(
@@ -607,7 +608,7 @@ def compose_call(
     history = _NO_HISTORY
     for layer in plan.layers:
         name = layer.name
-        tally = LayerTally(layer, [], 0, demands[name], caps.get(name, 0), [], [], "argument")
+        tally = LayerTally(layer, [], 0, demands[name], caps[name], [], [], "argument")
         tallies[name] = tally
         if layer.kind == "history":
             summary = values.get(COMPRESSION) if request_summary else None

@@ -226,6 +226,38 @@ def test_a_new_runtime_query_keeps_the_frame_unless_caps_are_redistributed(
     assert [r.messages[-1].content for r in results][::2] == ["first question", "third"]
     demands = [r.report.layer("query").demand for r in results]
     assert demands[0] < demands[1] and demands[2] < demands[1]  # each call's own query
+    # the same query again: the frame is taken, with redistribution too
+    before = len(made)
+    again = engine.compose(
+        process="ask", system_prompt="s", checkpoint_messages=history, query="third"
+    )
+    assert len(made) == before
+    _same(again, results[-1])
+
+
+@pytest.mark.parametrize("redistribute", [False, True])
+def test_a_frame_holds_every_layer_but_the_history_and_a_free_query(redistribute: bool) -> None:
+    # the history is composed by every call, and so is the query when caps are not
+    # redistributed (`query_free`); every other layer is fitted once, in the frame
+    policy = _policy(
+        f"frame-layers-{str(redistribute).lower()}",
+        redistribute=redistribute,
+        merge=False,
+        block_overflow="drop",
+    )
+    engine = PolicyEngine(policy)
+    tok = get_tokenizer("cl100k_base")
+    engine.compose(
+        process="ask",
+        system_prompt="s",
+        checkpoint_messages=[HumanMessage("q1")],
+        query="q2",
+        contexts={"notes__context": "n"},
+    )
+    (frame,) = [f for f in tok.frames if f.plan is engine.plan("ask")]
+    assert frame.query_free is not redistribute
+    expected = ["system_prompt", "notes__context"] + ([] if not redistribute else ["query"])
+    assert sorted(frame.fits) == sorted(expected)
 
 
 def test_one_frame_per_plan_and_clear_cache_forgets_them() -> None:
