@@ -962,23 +962,8 @@ class Policy(_Frozen, PolicyViews):
         and validating team files reads them for every layer of every file."""
         return cast("dict[str, Any]", self.__pydantic_private__)
 
-    def _resolved_layer(
-        self,
-        name: str,
-        kind: str,
-        settings: tuple[bool, bool, str, str],
-        collector: CollectorSpec | None,
-    ) -> ResolvedLayer:
-        shared, persist, role, overflow = settings
-        return ResolvedLayer(
-            name=name,
-            kind=cast("LayerKind", kind),
-            shared=shared,
-            persist=persist,
-            role=cast("Role", role),
-            overflow=overflow,
-            collector=collector,
-        )
+    def _resolved_layer(self, fields: dict[str, Any]) -> ResolvedLayer:
+        return ResolvedLayer(**fields)
 
     def with_share_context(self, enabled: bool) -> Policy:
         """A copy with the central ``enable_share_context`` switch set."""

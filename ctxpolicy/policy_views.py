@@ -22,7 +22,6 @@ from ctxpolicy.layers import is_block_layer, resolve_layer_settings
 if TYPE_CHECKING:
     from ctxpolicy.policy import (
         BudgetSpec,
-        CollectorSpec,
         FileToolsSpec,
         LayerSpec,
         ModelSpec,
@@ -48,14 +47,8 @@ class PolicyViews:
         def _private(self) -> dict[str, Any]:
             """``_source``, ``_base_dirs`` and ``_order_locations``."""
 
-        def _resolved_layer(
-            self,
-            name: str,
-            kind: str,
-            settings: tuple[bool, bool, str, str],
-            collector: CollectorSpec | None,
-        ) -> ResolvedLayer:
-            """The resolved layer object of this kind of policy."""
+        def _resolved_layer(self, fields: dict[str, Any]) -> ResolvedLayer:
+            """The resolved layer with ``fields``, as this kind of policy holds one."""
 
     @property
     def source(self) -> Path | None:
@@ -80,9 +73,9 @@ class PolicyViews:
             ValueError: ``name`` is not a layer name.
         """
         spec = self.layers.get(name)
-        kind, shared, persist, role, overflow = resolve_layer_settings(name, spec)
-        collector = None if spec is None else spec.collector
-        return self._resolved_layer(name, kind, (shared, persist, role, overflow), collector)
+        fields: dict[str, Any] = {"name": name, **resolve_layer_settings(name, spec)._asdict()}
+        fields["collector"] = None if spec is None else spec.collector
+        return self._resolved_layer(fields)
 
     def layer_base_dir(self, name: str) -> Path | None:
         """Folder of the policy file that declared layer ``name``'s collector.

@@ -33,7 +33,7 @@ from ctxpolicy.layers import DEFAULT_ORDER, DEFAULT_PROCESSES
 from ctxpolicy.policy_views import PolicyViews
 
 if TYPE_CHECKING:
-    from ctxpolicy.policy import CollectorSpec, Policy, ResolvedLayer
+    from ctxpolicy.policy import Policy, ResolvedLayer
 
 _COLLECTOR = {"on_error": "fail", "timeout_s": None}
 _TEMPLATE_SOURCE = {**_COLLECTOR, "template": None, "template_file": None}
@@ -299,23 +299,7 @@ class PlainPolicy(Section, PolicyViews):
         never read it)."""
         return {}
 
-    def _resolved_layer(
-        self,
-        name: str,
-        kind: str,
-        settings: tuple[bool, bool, str, str],
-        collector: CollectorSpec | None,
-    ) -> ResolvedLayer:
-        shared, persist, role, overflow = settings
-        fields = {
-            "name": name,
-            "kind": kind,
-            "shared": shared,
-            "persist": persist,
-            "role": role,
-            "overflow": overflow,
-            "collector": collector,
-        }
+    def _resolved_layer(self, fields: dict[str, Any]) -> ResolvedLayer:
         return cast("ResolvedLayer", Section(fields))
 
     def as_policy(self) -> Policy:

@@ -23,7 +23,6 @@ from typing_extensions import TypeAliasType
 import ctxpolicy.policy as models
 from ctxpolicy.layers import COLLECTOR_TYPES
 from ctxpolicy.loading import loader
-from ctxpolicy.loading.extends import resolve_extends
 from ctxpolicy.policy import Policy
 from ctxpolicy.settings import SETTING_FIELDS, CtxPolicySettings
 from ctxpolicy.validation import build_policy, check_schema, validate_data
@@ -35,6 +34,8 @@ from ctxpolicy.validation.plain import (
     Section,
     section,
 )
+
+from .test_schema_fast import DOCUMENTS
 
 ROOT = Path(__file__).resolve().parents[2]
 FOLDERS = ("tests/corpus", "policies", "examples", "tests/hostile/corpus")
@@ -218,18 +219,6 @@ def test_an_unset_field_shares_its_default() -> None:
 # ------------------------------------------------------------------ whole policies
 
 
-def _documents() -> list[tuple[str, Any]]:
-    found = []
-    for folder in FOLDERS:
-        for path in sorted((ROOT / folder).rglob("*")):
-            if path.suffix in (".yaml", ".yml", ".toml") and path.is_file():
-                merged = resolve_extends(path)
-                if isinstance(merged.data, dict):
-                    found.append((str(path.relative_to(ROOT)), merged.data))
-    return found
-
-
-DOCUMENTS = _documents()
 VALID = [(n, d) for n, d in DOCUMENTS if not [f for f in check_schema(d) if f.severity == "error"]]
 
 
