@@ -106,11 +106,12 @@ def read_settings(
         for every variable whose value is invalid.
     """
     values = _set_variables(os.environ if environ is None else environ)
-    model: type[CtxPolicySettings] = _settings_model().CtxPolicySettings
+    module = _settings_model()
+    model: type[CtxPolicySettings] = module.CtxPolicySettings
     valid: dict[str, Any] = {}
     problems: list[tuple[str, str]] = []
     for name, raw in values.items():
-        value, message = _settings_model().read_setting(name, raw)
+        value, message = module.read_setting(name, raw)
         if message is None:
             valid[name] = value
         else:
