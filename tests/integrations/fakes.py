@@ -7,6 +7,7 @@ graph, the checkpointer and the composition are all real.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from langchain_core.language_models.fake_chat_models import FakeMessagesListChatModel
@@ -46,13 +47,17 @@ class RecordingChatModel(FakeMessagesListChatModel):
 
 
 class EchoWorkerModel(FakeMessagesListChatModel):
-    """Answers ``"result of <last human text>"``; fails once for queries containing ``fail_once``.
+    """Answers ``"result of <last human text>"``; fails once for queries containing any of
+    ``fail_once``.
 
-    Safe under LangGraph's parallel ``Send`` workers.
+    Safe under LangGraph's parallel ``Send`` workers. ``before_failing`` runs (outside the
+    lock) right before a scripted failure: a test makes it wait for what the failure must
+    come after, so the order of parallel workers is not left to the scheduler.
     """
 
     responses: list[BaseMessage] = Field(default_factory=lambda: [AIMessage("unused")])
-    fail_once: str | None = None
+    fail_once: tuple[str, ...] = ()
+    before_failing: Callable[[], None] | None = None
     seen: list[list[BaseMessage]] = Field(default_factory=list)
     _failed: set[str] = PrivateAttr(default_factory=set)
     _lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
@@ -67,12 +72,12 @@ class EchoWorkerModel(FakeMessagesListChatModel):
         query = str(messages[-1].content)
         with self._lock:
             self.seen.append(list(messages))
-            fail = (
-                self.fail_once is not None and self.fail_once in query and query not in self._failed
-            )
+            fail = any(part in query for part in self.fail_once) and query not in self._failed
             if fail:
                 self._failed.add(query)
         if fail:
+            if self.before_failing is not None:
+                self.before_failing()
             raise ModelDown(f"worker crashed on {query!r}")
         return ChatResult(generations=[ChatGeneration(message=AIMessage(f"result of {query}"))])
 

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import sqlite3
+import threading
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import HumanMessage
+from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph import END, START, StateGraph
 
@@ -92,6 +95,44 @@ def make_policy(
 def open_saver(path: Path) -> SqliteSaver:
     """A SQLite checkpointer on ``path`` (a new connection each time)."""
     return SqliteSaver(sqlite3.connect(str(path), check_same_thread=False))
+
+
+class SignallingSaver(SqliteSaver):
+    """`SqliteSaver` that lets a test wait until task writes to a channel are saved.
+
+    LangGraph saves each finished task's writes from the task's completion callback, on
+    its background executor; a test that needs "these writes are in the checkpoint before
+    that happens" waits for them here instead of sleeping.
+    """
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        super().__init__(conn)
+        self._saved = threading.Condition()
+        self.channels: list[tuple[str, ...]] = []  # per saved put_writes, its channels
+
+    def put_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        super().put_writes(config, writes, task_id, task_path)
+        with self._saved:
+            self.channels.append(tuple(channel for channel, _ in writes))
+            self._saved.notify_all()
+
+    def wait_for_writes(
+        self, matches: Callable[[tuple[str, ...]], bool], count: int, *, timeout: float = 60.0
+    ) -> None:
+        """Block until ``count`` saved task writes have channels that ``matches`` accepts.
+
+        Raises:
+            AssertionError: not within ``timeout`` seconds (a hang, never a pass).
+        """
+        with self._saved:
+            if not self._saved.wait_for(lambda: sum(map(matches, self.channels)) >= count, timeout):
+                raise AssertionError(f"{count} matching writes not saved in {timeout} s")
 
 
 def open_checkpointer(location: str) -> Any:
