@@ -6,7 +6,10 @@ few µs inside the noise. This runs only next turns on one engine (``bench_compo
 policy and workload): per turn the next turn (2 new messages) and encoding those 2
 messages, interleaved, and prints the median of (next turn - 1.5 x encoding them), the
 figure issue 16 targets. ``--mode copy`` appends like LangGraph's ``add_messages`` (a new
-list), ``--mode in-place`` extends one list.
+list), ``--mode in-place`` extends one list, ``--mode flushed`` extends one list and evicts
+the CPU caches before each timed call, the next turn's and the encoding's alike (one
+write per cache line over a buffer larger than the last-level cache): it shows what a
+next turn costs when nothing it reads is cached, whatever N.
 
 Compare two checkouts by running it under each, alternating (the machine drifts)::
 
@@ -37,6 +40,20 @@ from ctxpolicy.tokens import get_tokenizer
 SYSTEM_PROMPT = "You are a careful data engineer."
 
 
+#: Larger than the last-level cache of the machines this runs on (35.8 MiB L3 here).
+_EVICTION = bytearray(64 << 20)
+_LINES = bytes(len(_EVICTION[::64]))
+
+
+def _evict() -> None:
+    """Write one byte of every cache line of a buffer larger than the caches."""
+    _EVICTION[::64] = _LINES
+
+
+def _keep() -> None:
+    return None
+
+
 def run(n: int, *, turns: int, mode: str) -> dict[str, float]:
     """Medians (µs) of the next turn, of encoding its 2 new messages, and of their paired
     difference ``next turn - WARM_FACTOR x encoding``."""
@@ -53,6 +70,7 @@ def run(n: int, *, turns: int, mode: str) -> dict[str, float]:
             current = current + new
         else:
             current.extend(new)
+        evict = _evict if mode == "flushed" else _keep
 
         def next_turn(messages: list[Any] = current) -> Any:
             return engine.compose(system_prompt=SYSTEM_PROMPT, checkpoint_messages=messages)
@@ -62,6 +80,7 @@ def run(n: int, *, turns: int, mode: str) -> dict[str, float]:
 
         cases = [(warm, next_turn), (encode, encode_new)]
         for samples, fn in cases if turn % 2 == 0 else reversed(cases):
+            evict()
             samples.append(1000 * _timed(fn)[0])  # µs
     return {
         "next_turn_us": statistics.median(warm),
@@ -76,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("-n", type=int, default=1000, help="history length (default 1000)")
     parser.add_argument("--turns", type=int, default=600, help="next turns (default 600)")
-    parser.add_argument("--mode", choices=("copy", "in-place"), default="copy")
+    parser.add_argument("--mode", choices=("copy", "in-place", "flushed"), default="copy")
     args = parser.parse_args(argv)
     figures = run(args.n, turns=args.turns, mode=args.mode)
     print(

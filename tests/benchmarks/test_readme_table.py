@@ -38,3 +38,17 @@ def test_the_readme_memory_table_comes_from_the_recorded_run() -> None:
     block = readme.split(table.MEMORY_START, 1)[1].split(table.MEMORY_END, 1)[0]
     assert block.strip() == table.memory_block(memory).strip()
     assert "| 10,000 |" in block  # every recorded history length has its row
+
+
+def test_the_block_lists_every_judged_target_with_its_verdict() -> None:
+    table = _readme_table()
+    targets = [
+        {"target": "next turn, N=100", "measured": "+32 us", "goal": "<= 20 us", "status": "MISS"},
+        {"target": "trim / cold", "measured": "3561x", "goal": ">= 100x", "status": "PASS"},
+        {"target": "(info) window", "measured": "+27 us", "goal": "-", "status": "info"},
+    ]
+    rows = table.targets_rows(targets)
+    assert "| next turn, N=100 | +32 µs | ≤ 20 µs | MISS |" in rows
+    assert "| trim / cold | 3561× | ≥ 100× | PASS |" in rows
+    assert not any("(info)" in row for row in rows)  # reported elsewhere, never judged
+    assert table.targets_rows(targets[2:]) == []

@@ -24,18 +24,16 @@ from tests.integrations.graphs import (
 
 CONFIG = {"configurable": {"thread_id": "mr-1"}}
 RESULTS = "mapreduce_results"
-
-
-def worker_write(channels: tuple[str, ...]) -> bool:
-    """A worker's saved write: its result (the planner resets the results beside its tasks)."""
-    return RESULTS in channels and "mapreduce_tasks" not in channels
-
-
 PLAN_1 = "Tasks:\n- count rows\n- check nulls\n- sample values"
 PLAN_2 = (
     '{"understanding": "profile", "tasks": '
     '["list columns", {"id": "t-types", "description": "infer types"}]}'
 )
+
+
+def worker_write(channels: tuple[str, ...]) -> bool:
+    """A worker's saved write: its result (the planner resets the results beside its tasks)."""
+    return RESULTS in channels and "mapreduce_tasks" not in channels
 
 
 def build(
