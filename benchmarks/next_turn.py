@@ -22,8 +22,11 @@ Compare two checkouts by running it under each, alternating (the machine drifts)
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
+import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -91,13 +94,77 @@ def run(n: int, *, turns: int, mode: str) -> dict[str, float]:
     }
 
 
+#: ``--record``: every history length of ``make bench`` in every mode.
+RECORD_SIZES = (100, 1_000, 10_000, 100_000)
+MODES = ("copy", "in-place", "flushed")
+
+
+def record(*, turns: int) -> dict[str, Any]:
+    """Every size in every mode, with the machine, as ``results/next_turn.json`` holds it."""
+    from run import machine  # benchmarks/ is this script's own folder
+
+    started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    rows = []
+    for n in RECORD_SIZES:
+        for mode in MODES:  # each cell in a fresh process: no cache or heap of another
+            argv = [sys.executable, __file__, "-n", str(n), "--mode", mode, "--turns", str(turns)]
+            done = subprocess.run([*argv, "--json"], capture_output=True, text=True, check=True)
+            rows.append({"n": n, "mode": mode, **json.loads(done.stdout)})
+    return {"started": started, "machine": machine(), "turns": turns, "rows": rows}
+
+
+def record_table(result: dict[str, Any]) -> str:
+    """``results/next_turn.md``: next turn - 1.5 x encoding the 2 new messages, per N and mode."""
+    over = {(r["n"], r["mode"]): r["over_target_us"] for r in result["rows"]}
+    machine = result["machine"]
+    lines = [
+        "# The next turn by cache state (`benchmarks/next_turn.py --record`)",
+        "",
+        (
+            f"Machine: {machine['platform']}, {machine['cpus']} CPUs, Python {machine['python']}; "
+            f"run {result['started']}, {result['turns']} next turns per cell."
+        ),
+        "",
+        (
+            f"Median of (next turn - {WARM_FACTOR} x encoding its 2 new messages), µs; "
+            "`copy`: a new list per turn (LangGraph's `add_messages`), "
+            "`in-place`: one list extended, `flushed`: one list extended and the CPU caches "
+            "evicted before each timed call."
+        ),
+        "",
+        "| N | " + " | ".join(MODES) + " |",
+        "|---:|" + "---:|" * len(MODES),
+    ]
+    for n in RECORD_SIZES:
+        cells = " | ".join(f"{over[n, mode]:+.1f}" for mode in MODES)
+        lines.append(f"| {n:,} | {cells} |")
+    return "\n".join(lines) + "\n"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("-n", type=int, default=1000, help="history length (default 1000)")
     parser.add_argument("--turns", type=int, default=600, help="next turns (default 600)")
-    parser.add_argument("--mode", choices=("copy", "in-place", "flushed"), default="copy")
+    parser.add_argument("--mode", choices=MODES, default="copy")
+    parser.add_argument(
+        "--record",
+        action="store_true",
+        help="every N of make bench in every mode; writes results/next_turn.json and .md",
+    )
+    parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = parser.parse_args(argv)
+    if args.record:
+        result = record(turns=args.turns)
+        results = Path(__file__).resolve().parent / "results"
+        (results / "next_turn.json").write_text(json.dumps(result, indent=2) + "\n", "utf-8")
+        table = record_table(result)
+        (results / "next_turn.md").write_text(table, "utf-8")
+        print(table)
+        return 0
     figures = run(args.n, turns=args.turns, mode=args.mode)
+    if args.json:
+        print(json.dumps(figures))
+        return 0
     print(
         f"{Path(ctxpolicy.__file__).parent.parent}: N={args.n:,} {args.mode}: "
         f"next turn {figures['next_turn_us']:.1f} us, encode 2 new "
