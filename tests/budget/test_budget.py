@@ -34,6 +34,13 @@ def test_layers_without_ratio_split_the_unassigned_share_equally():
     assert caps == {"system": 200, "knowledge": 150, "history": 500, "memory": 150}
 
 
+def test_the_bounds_of_a_ratio_are_allowed():
+    # [0, 1] is closed at both ends: a layer may take everything, or nothing
+    assert base_caps([("a", 1.0)], available=10) == {"a": 10}
+    assert base_caps([("a", 1)], available=7) == {"a": 7}
+    assert base_caps([("a", 0.0), ("b", None)], available=10) == {"a": 0, "b": 10}
+
+
 def test_no_unassigned_share_left():
     assert base_caps([("a", 0.6), ("b", 0.4), ("c", None)], available=10) == {
         "a": 6,

@@ -341,3 +341,21 @@ def test_the_next_turn_reads_each_old_message_content_once():
     again = [m.id for m in second.walk.window if isinstance(m, _ReadCountingHuman)]
     assert sorted(r for r in READS if r in again) == sorted(again)
     same_fit(third, second)
+
+
+@pytest.mark.parametrize("first_budget", [25, 35, 45])
+def test_a_grown_budget_reaches_the_unit_the_last_walk_stopped_at_when_it_fits_exactly(
+    first_budget,
+):
+    # every message counts 10, so some budget of the next turn leaves exactly the room of
+    # the unit the last walk stopped at: that unit fits then, and the walk goes on past it
+    def turn(i):
+        return [HumanMessage(f"q{i:06d}"), AIMessage(f"a{i:06d}")]
+
+    history = [m for i in range(8) for m in turn(i)]
+    assert {count(m) for m in history} == {10}
+    first = fresh(history, first_budget)
+    grown = history + turn(8)
+    for budget in range(first_budget, first_budget + 50):
+        second = fit_history(grown, max_tokens=budget, count=count, previous=first.walk)
+        same_fit(second, fresh(grown, budget))
