@@ -27,6 +27,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -44,17 +45,21 @@ SYSTEM_PROMPT = "You are a careful data engineer."
 
 
 #: Larger than the last-level cache of the machines this runs on (35.8 MiB L3 here).
-_EVICTION = bytearray(64 << 20)
-_LINES = bytes(len(_EVICTION[::64]))
+EVICTION_BYTES = 64 << 20
 
 
-def _evict() -> None:
-    """Write one byte of every cache line of a buffer larger than the caches."""
-    _EVICTION[::64] = _LINES
+def _evictor(mode: str) -> Callable[[], None]:
+    """What runs before each timed call: for ``flushed``, a write to every cache line of a
+    buffer larger than the caches (made here, only for that mode); else nothing."""
+    if mode != "flushed":
+        return lambda: None
+    buffer = bytearray(EVICTION_BYTES)
+    lines = bytes(len(buffer[::64]))
 
+    def evict() -> None:
+        buffer[::64] = lines
 
-def _keep() -> None:
-    return None
+    return evict
 
 
 def run(n: int, *, turns: int, mode: str) -> dict[str, float]:
@@ -65,6 +70,7 @@ def run(n: int, *, turns: int, mode: str) -> dict[str, float]:
     history = make_history(n)
     engine.compose(system_prompt=SYSTEM_PROMPT, checkpoint_messages=history)
     current = list(history)
+    evict = _evictor(mode)
     warm: list[float] = []
     encode: list[float] = []
     for turn in range(turns):
@@ -73,7 +79,6 @@ def run(n: int, *, turns: int, mode: str) -> dict[str, float]:
             current = current + new
         else:
             current.extend(new)
-        evict = _evict if mode == "flushed" else _keep
 
         def next_turn(messages: list[Any] = current) -> Any:
             return engine.compose(system_prompt=SYSTEM_PROMPT, checkpoint_messages=messages)

@@ -6,7 +6,7 @@ import sqlite3
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import HumanMessage
@@ -26,6 +26,8 @@ from ctxpolicy.integrations.langgraph import (
     state_schema,
 )
 from ctxpolicy.policy import Policy
+
+Saver = TypeVar("Saver", bound=SqliteSaver)
 
 FRAMEWORK = "FRAMEWORK RULES: answer briefly."
 
@@ -92,13 +94,14 @@ def make_policy(
     )
 
 
-def open_saver(path: Path) -> SqliteSaver:
-    """A SQLite checkpointer on ``path`` (a new connection each time)."""
-    return SqliteSaver(sqlite3.connect(str(path), check_same_thread=False))
+# the default is the bound itself, which mypy cannot see for a TypeVar default
+def open_saver(path: Path, kind: type[Saver] = SqliteSaver) -> Saver:  # type: ignore[assignment]
+    """A SQLite checkpointer of class ``kind`` on ``path`` (a new connection each time)."""
+    return kind(sqlite3.connect(str(path), check_same_thread=False))
 
 
 class SignallingSaver(SqliteSaver):
-    """`SqliteSaver` that lets a test wait until task writes to a channel are saved.
+    """`SqliteSaver` that lets a test wait until chosen task writes are saved.
 
     LangGraph saves each finished task's writes from the task's completion callback, on
     its background executor; a test that needs "these writes are in the checkpoint before

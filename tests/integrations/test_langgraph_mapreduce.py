@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sqlite3
 import threading
 from pathlib import Path
 
@@ -56,17 +55,13 @@ def build(
     return graph, planner, reducer
 
 
-def signalling_saver(tmp_path: Path) -> SignallingSaver:
-    return SignallingSaver(sqlite3.connect(str(tmp_path / "mr.sqlite"), check_same_thread=False))
-
-
 def test_worker_crash_then_resume_gives_one_result_per_task(tmp_path: Path) -> None:
     # The failing worker fails only once its two siblings' results are saved. Left to the
     # scheduler, a sibling still running when the failure ends the step loses its write
     # (LangGraph's executor is shut down before the sibling's completion callback can
     # save it) and is pending too: that made this test fail on a loaded machine. The case
     # of two pending workers is its own test below.
-    saver = signalling_saver(tmp_path)
+    saver = open_saver(tmp_path / "mr.sqlite", SignallingSaver)
     worker = EchoWorkerModel(
         fail_once=("check nulls",),
         before_failing=lambda: saver.wait_for_writes(worker_write, 2),
@@ -113,7 +108,7 @@ def test_two_pending_workers_resume_to_one_result_per_task(tmp_path: Path) -> No
     # two of three workers fail, both once the third's result is saved and neither before
     # the other has started (a barrier): two are pending whatever the scheduler does, what
     # a sibling still running at the failure comes to
-    saver = signalling_saver(tmp_path)
+    saver = open_saver(tmp_path / "mr.sqlite", SignallingSaver)
     both_failing = threading.Barrier(2)
 
     def before_failing() -> None:
