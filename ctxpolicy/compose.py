@@ -18,6 +18,7 @@ history structurally valid.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -352,16 +353,62 @@ def _fit_other_layer(
         tally.notes.append("empty: no value this call")
 
 
+class _Built(NamedTuple):
+    """A fitted layer's message, built once with its frame (see `_message_of`)."""
+
+    message: BaseMessage
+    #: what ``message`` held when built (`_message_state`)
+    state: _MessageState
+    #: its class and text, to build another like it
+    make: Callable[[str], BaseMessage]
+    text: str
+
+
 class _Fitted(NamedTuple):
     """A single-message layer fitted to its cap: what its tally gets (see `_Frame`)."""
 
-    #: the text of its message (cut when it was truncated), None: no message
-    text: str | None
-    make: Callable[[str], BaseMessage] | None
+    #: its message (cut when it was truncated), None: no message
+    built: _Built | None
     tokens: int
     cuts: tuple[LayerCut, ...]
     notes: tuple[str, ...]
     source: LayerSource
+
+
+_MessageState = tuple[dict[str, Any], dict[str, Any] | None, frozenset[str]]
+"""A message's fields, extra fields and the names of the fields set, copied."""
+
+
+def _message_state(message: BaseMessage) -> _MessageState:
+    """What ``message`` holds, deep-copied: the message compares unequal to it once
+    anything in it changes (a caller that edits a returned message, LangGraph's
+    ``add_messages`` giving it an id)."""
+    extra = message.model_extra
+    return (
+        copy.deepcopy(dict(vars(message))),
+        None if extra is None else copy.deepcopy(extra),
+        frozenset(message.model_fields_set),
+    )
+
+
+def _message_of(built: _Built) -> BaseMessage:
+    """The message of a fitted layer: the one built with its frame while it is unchanged,
+    else a new one of the same class and text.
+
+    Building a message validates it with pydantic, which is the costliest step of a next
+    turn whose CPU caches are cold (docs/design.md, 'The next turn costs what is new'), so
+    the frame's message is given to every call, as ``create_agent`` gives every model call
+    its one SystemMessage. A caller that changes a returned message changes that one
+    only: the next call finds it changed and builds another.
+    """
+    message, state = built.message, built.state
+    if (
+        vars(message) == state[0]
+        and message.model_extra == state[1]
+        and message.model_fields_set == state[2]
+    ):
+        return message
+    return built.make(built.text)
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -439,14 +486,12 @@ def _fit_others(
         except BudgetExceededError:
             fits[name] = None
             continue
-        shown = None if not tally.messages else str(tally.messages[0].content)
+        built = None
+        if tally.messages and text is not None:
+            message = tally.messages[0]
+            built = _Built(message, _message_state(message), text[1], str(message.content))
         fits[name] = _Fitted(
-            shown,
-            None if text is None else text[1],
-            tally.tokens,
-            tuple(tally.cuts),
-            tuple(tally.notes),
-            tally.source,
+            built, tally.tokens, tuple(tally.cuts), tuple(tally.notes), tally.source
         )
     return fits
 
@@ -544,8 +589,8 @@ def _other_tally(
         tally.source = frame.layer_sources[layer.name]
         _fit_other_layer(call.tokenizer, tally, frame.texts.get(layer.name), frame.counts)
         return
-    if fitted.text is not None and fitted.make is not None:
-        tally.messages = [fitted.make(fitted.text)]
+    if fitted.built is not None:
+        tally.messages = [_message_of(fitted.built)]
     tally.tokens = fitted.tokens
     if fitted.cuts:
         tally.cuts = list(fitted.cuts)

@@ -98,7 +98,7 @@ class MessagesView(Sequence[BaseMessage]):
     def __init__(
         self, items: Sequence[Any], stop: int | None = None, *, argument: str | None = None
     ) -> None:
-        if isinstance(items, MessagesView):
+        if type(items) is MessagesView:  # not isinstance: the ABC check costs a hot path
             stop = len(items) if stop is None else min(stop, len(items))
             self._items: Sequence[Any] = items._items
             self._argument: str | None = items._argument if argument is None else argument
@@ -232,7 +232,7 @@ def as_messages(value: Any, *, argument: str) -> Sequence[BaseMessage]:
         return MessagesView(value, argument=argument) if value else value
     if isinstance(value, str | bytes) or not isinstance(value, Sequence):
         raise TypeError(f"{argument} must be a sequence of messages, got {type(value).__name__}")
-    if isinstance(value, MessagesView) or not value:
+    if type(value) is MessagesView or not value:
         return value
     return MessagesView(value, argument=argument)
 
@@ -624,7 +624,7 @@ def _items_as_given(messages: Sequence[BaseMessage]) -> Sequence[Any] | None:
 
     Other sequences (lazy, remote) are never sliced: their walks are not remembered.
     """
-    if isinstance(messages, MessagesView):
+    if type(messages) is MessagesView:
         if messages._shown:
             return None
         messages = messages._items

@@ -179,7 +179,7 @@ def test_the_next_turn_takes_the_frame_and_other_inputs_make_a_new_one(
     second = engine.compose(system_prompt="prompt A", checkpoint_messages=history)
     assert len(made) == 1  # the frame was taken: the other layers were not made again
     assert second.messages[0] == first.messages[0]
-    assert second.messages[0] is not first.messages[0]  # a message of its own every call
+    assert second.messages[0] is first.messages[0]  # the frame's message, unchanged
     assert second.messages[-1] is history[-1]
     third = engine.compose(system_prompt="prompt B", checkpoint_messages=history)
     assert len(made) == 2 and third.messages[0].content == "prompt B"
@@ -413,3 +413,66 @@ def test_a_process_with_a_collector_is_not_plain_and_composes_in_one_pass() -> N
         next(steps)
     _same(got, done.value.value)
     assert got.messages[0].content == "s\n\nhi"
+
+
+def _edit_content(message: Any) -> None:
+    message.content = "edited"
+
+
+def _edit_id(message: Any) -> None:
+    message.id = "given-by-add-messages"
+
+
+def _edit_nested(message: Any) -> None:
+    message.additional_kwargs["cache_control"] = {"type": "ephemeral"}
+
+
+def _edit_extra(message: Any) -> None:
+    message.note = "an extra field"
+
+
+def _edit_extra_in_place(message: Any) -> None:
+    message.model_extra["note"] = "an extra field, not among the fields set"
+
+
+def _set_a_field_to_its_value(message: Any) -> None:
+    message.name = None  # same value, but now among the fields set
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        _edit_content,
+        _edit_id,
+        _edit_nested,
+        _edit_extra,
+        _edit_extra_in_place,
+        _set_a_field_to_its_value,
+    ],
+)
+def test_a_returned_message_the_caller_changes_never_reaches_a_later_call(edit: Any) -> None:
+    """The next turn gives out the frame's system and block messages as they were built
+    (as ``create_agent`` gives every call its one SystemMessage); a caller that changes
+    one (its content, its id as LangGraph's ``add_messages`` does, a nested dict, an
+    extra field) gets a new one from the next call, as the first call built it."""
+    engine = PolicyEngine(
+        _policy("frame-edited", redistribute=False, merge=False, block_overflow="truncate_tail")
+    )
+    history: list[Any] = [HumanMessage("q1")]
+    notes = {"notes__context": "some notes"}
+    first = engine.compose(system_prompt="prompt", checkpoint_messages=history, contexts=notes)
+    pristine = [m.model_copy(deep=True) for m in first.messages[:2]]
+    assert [m.model_fields_set for m in pristine] == [
+        m.model_fields_set for m in first.messages[:2]
+    ]
+    for index in (0, 1):
+        edit(first.messages[index])
+    history = [*history, AIMessage("a1"), HumanMessage("q2")]
+    second = engine.compose(system_prompt="prompt", checkpoint_messages=history, contexts=notes)
+    for index in (0, 1):
+        assert second.messages[index] is not first.messages[index]
+        assert second.messages[index] == pristine[index]
+        assert second.messages[index].model_fields_set == pristine[index].model_fields_set
+        assert second.messages[index].model_extra == pristine[index].model_extra
+    third = engine.compose(system_prompt="prompt", checkpoint_messages=history, contexts=notes)
+    assert third.messages[:2] == pristine
