@@ -49,7 +49,13 @@ SKIPPED = {
 
 
 def _uncached_counter(tok: Tokenizer) -> Callable[[BaseMessage], int]:
-    """The same per-message count as ``Tokenizer.count_message``, without any cache."""
+    """The same per-message count as ``Tokenizer.count_message``, without any cache.
+
+    It reads ``tool_calls`` from the message's fields, as ``count_message`` does:
+    ``getattr(message, "tool_calls", None)`` on a message without the field goes through
+    pydantic's ``__getattr__`` and its AttributeError, about 5 us a message, which would
+    make the reference of the next-turn target slower than encoding is.
+    """
     encode = tok._encoding.encode_ordinary
 
     def count(message: BaseMessage) -> int:
@@ -57,7 +63,7 @@ def _uncached_counter(tok: Tokenizer) -> Callable[[BaseMessage], int]:
         n = MESSAGE_OVERHEAD + len(encode(content if isinstance(content, str) else str(content)))
         if message.name:
             n += len(encode(message.name))
-        for call in getattr(message, "tool_calls", None) or ():
+        for call in message.__dict__.get("tool_calls") or ():
             n += len(encode(call["name"]))
             n += len(encode(json.dumps(call["args"], ensure_ascii=False)))
         return n
@@ -241,10 +247,15 @@ def bench_engine(n: int, *, repeats: int, tok: Tokenizer) -> dict[str, Any]:
     target); ``compose_warm`` (the next turn, 2 new messages, right after; the
     application appends by building a new list, ``history + new``, as LangGraph's
     ``add_messages`` does); and ``encode_new`` (encoding the 2 new messages: the reference
-    of the warm target). ``compose_warm_in_place`` / ``encode_new_in_place``: the same next
-    turns on a list the application extends in place, so no O(N) copy runs right before
-    the call (reported beside the target, not judged: at N = 100,000 the copy evicts the
-    CPU caches the call then refills; see docs/design.md, "The next turn costs what is new").
+    of the warm target), each right after the same O(N) step (the append, or an equal
+    copy of the list), so both find the CPU caches as the application's copy left them.
+    ``compose_warm_in_place`` / ``encode_new_in_place``: the same next turns on a list the
+    application extends in place, so no O(N) copy runs right before either (reported
+    beside the target, not judged; see docs/design.md, "The next turn costs what is new").
+    Each pair alternates which runs first, and so does the first pair after each cold
+    compose, from one repetition to the next: the call that runs first then pays for what
+    the cold compose evicted, the encoding as much as the next turn
+    (``first_turn_excess_us`` shows it).
     """
     from ctxpolicy.engine import PolicyEngine
     from ctxpolicy.policy import Policy
@@ -276,6 +287,8 @@ def bench_engine(n: int, *, repeats: int, tok: Tokenizer) -> dict[str, Any]:
         "encode_new_in_place",
     )
     samples: dict[str, list[float]] = {k: [] for k in keys}
+    #: next turn - 1.5 x encode 2 new of each repetition's first turn, by which ran first
+    first_turns: dict[str, list[float]] = {"compose_first": [], "encode_first": []}
     # what a call sends, plus the history message just before the kept window: the
     # reference of the cold target (the same every repetition: same input)
     reference = engine.compose(system_prompt=system_prompt, checkpoint_messages=history)
@@ -308,23 +321,36 @@ def bench_engine(n: int, *, repeats: int, tok: Tokenizer) -> dict[str, Any]:
                 if len(value.messages) + 1 != len(sent):
                     raise AssertionError(f"N={n}: compose sent a different number of messages")
 
-        current = history
+        current = [history]  # the application's list of messages, replaced every turn
         for turn in range(WARM_TURNS):  # several next turns per repetition: warm is cheap
             new = make_next_turn(n, turn=20_000 + rep * WARM_TURNS + turn)
-            current = current + new  # the application appends; not part of composing
+            current[0] = current[0] + new  # the application appends; not part of composing
 
-            def warm(nh: list[BaseMessage] = current) -> Any:
-                return engine.compose(system_prompt=system_prompt, checkpoint_messages=nh)
+            def warm(nh: list[list[BaseMessage]] = current) -> Any:
+                return engine.compose(system_prompt=system_prompt, checkpoint_messages=nh[0])
 
             def encode_new(new: list[BaseMessage] = new) -> int:
                 return _encode_all(tok, new)
 
+            # each of the two runs right after the same O(N) step, which evicts CPU
+            # caches at large N: the append for the first, an equal copy for the second
+            # (a new list of the same messages, the old one freed). Which one runs first
+            # alternates turn by turn and, for the first turn after the cold compose,
+            # repetition by repetition (whichever comes first pays for what the cold
+            # compose evicted: ``first_turn_excess_us``; docs/design.md)
             order = [("compose_warm", warm), ("encode_new", encode_new)]
-            for key, fn in order if turn % 2 == 0 else reversed(order):
+            compose_first = (turn + rep) % 2 == 0
+            for index, (key, fn) in enumerate(order if compose_first else order[::-1]):
+                if index:
+                    current[0] = list(current[0])
                 ms, value = _timed(fn)
                 samples[key].append(ms)
                 if key == "compose_warm" and value.messages[-2:] != new:
                     raise AssertionError("the next turn did not send the new messages last")
+            if turn == 0:
+                first_turns["compose_first" if compose_first else "encode_first"].append(
+                    samples["compose_warm"][-1] - WARM_FACTOR * samples["encode_new"][-1]
+                )
 
         # the same next turns with the history appended to in place (a plain list the
         # application extends) instead of copied: no O(N) copy right before the call
@@ -344,7 +370,7 @@ def bench_engine(n: int, *, repeats: int, tok: Tokenizer) -> dict[str, Any]:
                 ("compose_warm_in_place", warm_in_place),
                 ("encode_new_in_place", encode_new_in_place),
             ]
-            for key, fn in order if turn % 2 == 0 else reversed(order):
+            for key, fn in order if (turn + rep) % 2 == 0 else reversed(order):
                 ms, value = _timed(fn)
                 samples[key].append(ms)
                 if key == "compose_warm_in_place" and value.messages[-2:] != new:
@@ -377,6 +403,12 @@ def bench_engine(n: int, *, repeats: int, tok: Tokenizer) -> dict[str, Any]:
             w - WARM_FACTOR * e
             for w, e in zip(samples["compose_warm"], samples["encode_new"], strict=True)
         ),
+        # the first next turn after each cold compose, by which of the two ran first
+        # (diagnostic: whichever runs first pays for what the cold compose evicted)
+        "first_turn_excess_us": {
+            order: None if not diffs else 1000 * statistics.median(diffs)
+            for order, diffs in first_turns.items()
+        },
         # the same with the history appended in place (reported, not judged)
         "warm_in_place_excess_us": 1000
         * statistics.median(

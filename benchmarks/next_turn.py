@@ -6,7 +6,8 @@ few µs inside the noise. This runs only next turns on one engine (``bench_compo
 policy and workload): per turn the next turn (2 new messages) and encoding those 2
 messages, interleaved, and prints the median of (next turn - 1.5 x encoding them), the
 figure issue 16 targets. ``--mode copy`` appends like LangGraph's ``add_messages`` (a new
-list), ``--mode in-place`` extends one list, ``--mode flushed`` extends one list and evicts
+list; the second call of each pair runs after an equal copy, as in ``make bench``),
+``--mode in-place`` extends one list, ``--mode flushed`` extends one list and evicts
 the CPU caches before each timed call, the next turn's and the encoding's alike (one
 write per cache line over a buffer larger than the last-level cache): it shows what a
 next turn costs when nothing it reads is cached, whatever N.
@@ -27,13 +28,15 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from bisect import bisect_left
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_compose import ENGINE_POLICY, WARM_FACTOR, _encode_all, _timed
+from bench_compose import ENGINE_POLICY, MAX_TOKENS, WARM_FACTOR, _encode_all, _timed
+from langchain_core.messages import SystemMessage
 from workload import make_history, make_next_turn
 
 import ctxpolicy
@@ -62,34 +65,98 @@ def _evictor(mode: str) -> Callable[[], None]:
     return evict
 
 
-def run(n: int, *, turns: int, mode: str) -> dict[str, float]:
+class FloorTurn:
+    """A yardstick, not ctxpolicy: a next turn reduced to its essential steps, in one
+    function over one conversation's state, for ``--floor``.
+
+    It does what the engine's next turn must do for `ENGINE_POLICY` on this workload
+    (single-message units only): find the input (the newest HumanMessage), check that the
+    kept window is unchanged (the same messages, the same contents), count the new
+    messages with the tokenizer (``count_message``, cached), drop the oldest units that no
+    longer fit by a binary search over running sums, start on a HumanMessage, and return
+    the system message and the kept messages. No report, no other layer, no general case:
+    what a next turn would cost if the engine's structure cost nothing.
+    """
+
+    def __init__(self, messages: list[Any], kept: Sequence[Any], *, max_tokens: int) -> None:
+        """The state after a call on ``messages`` that kept ``kept`` (their newest ones)."""
+        self.tok = get_tokenizer("cl100k_base")
+        self.system = SystemMessage(SYSTEM_PROMPT)
+        self.max_tokens = max_tokens
+        self.end = len(messages)
+        self.start = self.end - len(kept)
+        self.sums = [0]  # running token sums of messages[start:end]
+        for message in kept:
+            self.sums.append(self.sums[-1] + self.tok.count_message(message))
+        self.window = tuple(kept)
+        self.contents = tuple(m.content for m in kept)
+
+    def __call__(self, messages: list[Any]) -> list[Any]:
+        if not isinstance(messages, list):
+            raise TypeError("messages must be a list")
+        for message in reversed(messages):
+            if message.type == "human":
+                break
+        else:
+            raise ValueError("no HumanMessage")
+        window = tuple(messages[self.start : self.end])
+        if window != self.window or tuple(m.content for m in window) != self.contents:
+            raise AssertionError("the floor handles appends only")
+        sums = self.sums
+        for new in messages[self.end :]:
+            sums.append(sums[-1] + self.tok.count_message(new))
+        first = bisect_left(sums, sums[-1] - self.max_tokens)
+        cut = self.start + first
+        while messages[cut].type != "human":
+            cut += 1
+        self.sums = sums[cut - self.start :]
+        self.start, self.end = cut, len(messages)
+        self.window = kept = tuple(messages[cut:])
+        self.contents = tuple(m.content for m in kept)
+        return [self.system, *kept]
+
+
+def run(n: int, *, turns: int, mode: str, floor: bool = False) -> dict[str, float]:
     """Medians (µs) of the next turn, of encoding its 2 new messages, and of their paired
-    difference ``next turn - WARM_FACTOR x encoding``."""
+    difference ``next turn - WARM_FACTOR x encoding`` (``floor``: of `FloorTurn`'s)."""
     engine = PolicyEngine(Policy.model_validate(ENGINE_POLICY))
     tok = get_tokenizer("cl100k_base")
     history = make_history(n)
-    engine.compose(system_prompt=SYSTEM_PROMPT, checkpoint_messages=history)
-    current = list(history)
+    reference = engine.compose(system_prompt=SYSTEM_PROMPT, checkpoint_messages=history)
+    floor_turn = None
+    if floor:
+        floor_turn = FloorTurn(history, reference.messages[1:], max_tokens=MAX_TOKENS)
+    current = [list(history)]  # the application's list of messages
     evict = _evictor(mode)
     warm: list[float] = []
     encode: list[float] = []
     for turn in range(turns):
         new = make_next_turn(n, turn=20_000 + turn)
         if mode == "copy":
-            current = current + new
+            current[0] = current[0] + new
         else:
-            current.extend(new)
+            current[0].extend(new)
 
-        def next_turn(messages: list[Any] = current) -> Any:
-            return engine.compose(system_prompt=SYSTEM_PROMPT, checkpoint_messages=messages)
+        def next_turn(messages: list[list[Any]] = current) -> Any:
+            if floor_turn is not None:
+                return floor_turn(messages[0])
+            return engine.compose(system_prompt=SYSTEM_PROMPT, checkpoint_messages=messages[0])
 
         def encode_new(messages: list[Any] = new) -> int:
             return _encode_all(tok, messages)
 
         cases = [(warm, next_turn), (encode, encode_new)]
-        for samples, fn in cases if turn % 2 == 0 else reversed(cases):
+        for index, (samples, fn) in enumerate(cases if turn % 2 == 0 else cases[::-1]):
+            if index and mode == "copy":  # the second runs after an equal copy (bench_compose)
+                current[0] = list(current[0])
             evict()
             samples.append(1000 * _timed(fn)[0])  # µs
+    if floor_turn is not None:  # the yardstick still keeps what the engine keeps
+        engine_messages = engine.compose(
+            system_prompt=SYSTEM_PROMPT, checkpoint_messages=current[0]
+        ).messages
+        if floor_turn.window != tuple(engine_messages[1:]):
+            raise AssertionError("the floor kept other messages than the engine")
     return {
         "next_turn_us": statistics.median(warm),
         "encode_new_us": statistics.median(encode),
@@ -102,6 +169,8 @@ def run(n: int, *, turns: int, mode: str) -> dict[str, float]:
 #: ``--record``: every history length of ``make bench`` in every mode.
 RECORD_SIZES = (100, 1_000, 10_000, 100_000)
 MODES = ("copy", "in-place", "flushed")
+#: ``--record``: the modes `FloorTurn` is timed in too (columns ``floor <mode>``).
+FLOOR_MODES = ("in-place", "flushed")
 
 
 def record(*, turns: int) -> dict[str, Any]:
@@ -111,10 +180,13 @@ def record(*, turns: int) -> dict[str, Any]:
     started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     rows = []
     for n in RECORD_SIZES:
-        for mode in MODES:  # each cell in a fresh process: no cache or heap of another
+        cells = [(mode, False) for mode in MODES] + [(mode, True) for mode in FLOOR_MODES]
+        for mode, floor in cells:  # each cell in a fresh process: no cache or heap of another
             argv = [sys.executable, __file__, "-n", str(n), "--mode", mode, "--turns", str(turns)]
-            done = subprocess.run([*argv, "--json"], capture_output=True, text=True, check=True)
-            rows.append({"n": n, "mode": mode, **json.loads(done.stdout)})
+            argv += ["--json", "--floor"] if floor else ["--json"]
+            done = subprocess.run(argv, capture_output=True, text=True, check=True)
+            name = f"floor {mode}" if floor else mode
+            rows.append({"n": n, "mode": name, **json.loads(done.stdout)})
     return {"started": started, "machine": machine(), "turns": turns, "rows": rows}
 
 
@@ -134,14 +206,15 @@ def record_table(result: dict[str, Any]) -> str:
             f"Median of (next turn - {WARM_FACTOR} x encoding its 2 new messages), µs; "
             "`copy`: a new list per turn (LangGraph's `add_messages`), "
             "`in-place`: one list extended, `flushed`: one list extended and the CPU caches "
-            "evicted before each timed call."
+            "evicted before each timed call; `floor ...`: the same for `FloorTurn`, a next "
+            "turn reduced to its essential steps in one function (a yardstick, not ctxpolicy)."
         ),
         "",
-        "| N | " + " | ".join(MODES) + " |",
-        "|---:|" + "---:|" * len(MODES),
     ]
+    columns = [*MODES, *(f"floor {mode}" for mode in FLOOR_MODES)]
+    lines += ["| N | " + " | ".join(columns) + " |", "|---:|" + "---:|" * len(columns)]
     for n in RECORD_SIZES:
-        cells = " | ".join(f"{over[n, mode]:+.1f}" for mode in MODES)
+        cells = " | ".join(f"{over[n, mode]:+.1f}" for mode in columns)
         lines.append(f"| {n:,} | {cells} |")
     return "\n".join(lines) + "\n"
 
@@ -157,6 +230,11 @@ def main(argv: list[str] | None = None) -> int:
         help="every N of make bench in every mode; writes results/next_turn.json and .md",
     )
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+    parser.add_argument(
+        "--floor",
+        action="store_true",
+        help="time FloorTurn (a next turn reduced to its essential steps) instead of ctxpolicy",
+    )
     args = parser.parse_args(argv)
     if args.record:
         result = record(turns=args.turns)
@@ -166,12 +244,13 @@ def main(argv: list[str] | None = None) -> int:
         (results / "next_turn.md").write_text(table, "utf-8")
         print(table)
         return 0
-    figures = run(args.n, turns=args.turns, mode=args.mode)
+    figures = run(args.n, turns=args.turns, mode=args.mode, floor=args.floor)
     if args.json:
         print(json.dumps(figures))
         return 0
     print(
-        f"{Path(ctxpolicy.__file__).parent.parent}: N={args.n:,} {args.mode}: "
+        f"{'FloorTurn' if args.floor else Path(ctxpolicy.__file__).parent.parent}: "
+        f"N={args.n:,} {args.mode}: "
         f"next turn {figures['next_turn_us']:.1f} us, encode 2 new "
         f"{figures['encode_new_us']:.1f} us, next turn - {WARM_FACTOR} x encode "
         f"{figures['over_target_us']:+.1f} us"
