@@ -395,11 +395,11 @@ def _message_of(built: _Built) -> BaseMessage:
     """The message of a fitted layer: the one built with its frame while it is unchanged,
     else a new one of the same class and text.
 
-    Building a message validates it with pydantic, which is the costliest step of a next
-    turn whose CPU caches are cold (docs/design.md, 'The next turn costs what is new'), so
-    the frame's message is given to every call, as ``create_agent`` gives every model call
-    its one SystemMessage. A caller that changes a returned message changes that one
-    only: the next call finds it changed and builds another.
+    Building a message validates it with pydantic, the costliest single step of a next
+    turn whose CPU caches are cold (docs/design.md, 'Budget and overflow', on the next
+    turn), so the frame's message is given to every call, as ``create_agent`` gives every
+    model call its one SystemMessage. A caller that changes a returned message changes
+    that one only: the next call finds it changed and builds another.
     """
     message, state = built.message, built.state
     if (
