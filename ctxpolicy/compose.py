@@ -383,10 +383,9 @@ def _message_state(message: BaseMessage) -> _MessageState:
     """What ``message`` holds, deep-copied: the message compares unequal to it once
     anything in it changes (a caller that edits a returned message, LangGraph's
     ``add_messages`` giving it an id)."""
-    extra = message.model_extra
     return (
         copy.deepcopy(dict(vars(message))),
-        None if extra is None else copy.deepcopy(extra),
+        copy.deepcopy(message.model_extra),
         frozenset(message.model_fields_set),
     )
 
