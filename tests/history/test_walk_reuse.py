@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 
 from ctxpolicy.history import (
     HistoryWalk,
@@ -359,3 +359,24 @@ def test_a_grown_budget_reaches_the_unit_the_last_walk_stopped_at_when_it_fits_e
     for budget in range(first_budget, first_budget + 50):
         second = fit_history(grown, max_tokens=budget, count=count, previous=first.walk)
         same_fit(second, fresh(grown, budget))
+
+
+@pytest.mark.parametrize(
+    "removed",
+    [SystemMessage("an instruction in the middle"), ToolMessage("orphan", tool_call_id="x")],
+    ids=["system", "orphan-tool"],
+)
+@pytest.mark.parametrize("budget", [40, 1_000])
+def test_a_message_removed_at_the_old_end_of_an_appended_part_is_removed_as_fresh(removed, budget):
+    """An appended part that starts with a message a repair removes (a SystemMessage, an
+    orphan ToolMessage) ends its walk where the last walk ended, with a note older than
+    its oldest unit: the next turn then walks afresh, so the message is removed and noted
+    as a fresh fit removes it, never kept for having been appended."""
+    history = [HumanMessage("q1"), AIMessage("a1"), HumanMessage("q2"), AIMessage("a2")]
+    first = fresh(history, budget)
+    assert first.walk is not None
+    grown = [*history, removed, HumanMessage("q3"), AIMessage("a3")]
+    second = fit_history(grown, max_tokens=budget, count=count, previous=first.walk)
+    same_fit(second, fresh(grown, budget))
+    assert removed not in second.kept
+    assert second.repairs
