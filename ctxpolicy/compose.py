@@ -396,9 +396,11 @@ def _message_of(built: _Built) -> BaseMessage:
 
     Building a message validates it with pydantic, the costliest single step of a next
     turn whose CPU caches are cold (docs/design.md, 'Budget and overflow', on the next
-    turn), so the frame's message is given to every call, as ``create_agent`` gives every
-    model call its one SystemMessage. A caller that changes a returned message changes
-    that one only: the next call finds it changed and builds another.
+    turn), so the frame's message is given to every call that takes the frame (every
+    conversation and thread of the process), as ``create_agent`` gives every model call
+    its one SystemMessage: such messages are shared, to be read, not changed. A call after
+    one is changed finds it changed and builds another, so a change never reaches a later
+    call's result (it does show in the earlier results that hold that message).
     """
     message, state = built.message, built.state
     if (
@@ -435,6 +437,9 @@ class _Frame:
     caps: Mapping[str, int]
     #: where each layer's value comes from (`_source`)
     layer_sources: Mapping[str, LayerSource]
+    #: each text's message (``texts``) with what it held when the frame was made: the
+    #: message a call gives out while unchanged (`_message_of`), whatever fits it again
+    built: Mapping[str, _Built]
     #: per layer but the history; None for a layer whose fit raised (fitted again, in
     #: order, on every call: the error must come from the same layer as without a frame)
     fits: Mapping[str, _Fitted | None]
@@ -460,6 +465,11 @@ def _frame_fits(
     )
 
 
+def _built_of(message: BaseMessage, make: Callable[[str], BaseMessage]) -> _Built:
+    """``message``, just built by ``make``, with what it holds (`_message_state`)."""
+    return _Built(message, _message_state(message), make, str(message.content))
+
+
 def _fit_others(
     call: ComposeCall,
     texts: Mapping[str, _Text],
@@ -467,10 +477,15 @@ def _fit_others(
     caps: Mapping[str, int],
     sources: Mapping[str, LayerSource],
     *,
+    built: Mapping[str, _Built],
     query_free: bool,
 ) -> dict[str, _Fitted | None]:
     """Each layer but the history (and the query when ``query_free``, see `_Frame`)
-    fitted to ``caps`` (None: its fit raised)."""
+    fitted to ``caps`` (None: its fit raised).
+
+    A layer that fits whole keeps its text's message as ``built`` holds it (with what it
+    held when the frame was made, so a message a caller changed since is never taken as
+    unchanged); a cut layer's message is new."""
     fits: dict[str, _Fitted | None] = {}
     tok = call.tokenizer
     skipped = ("history", "query") if query_free else ("history",)
@@ -485,12 +500,12 @@ def _fit_others(
         except BudgetExceededError:
             fits[name] = None
             continue
-        built = None
+        fitted: _Built | None = None
         if tally.messages and text is not None:
             message = tally.messages[0]
-            built = _Built(message, _message_state(message), text[1], str(message.content))
+            fitted = built[name] if message is text[2] else _built_of(message, text[1])
         fits[name] = _Fitted(
-            built, tally.tokens, tuple(tally.cuts), tuple(tally.notes), tally.source
+            fitted, tally.tokens, tuple(tally.cuts), tuple(tally.notes), tally.source
         )
     return fits
 
@@ -512,6 +527,7 @@ def _make_frame(
     demands = layer_demands(plan, counts, reserved=call.reserved)
     caps = call_caps(plan, demands)
     layer_sources = {layer.name: _source(layer, values, sources) for layer in plan.layers}
+    built = {name: _built_of(text[2], text[1]) for name, text in texts.items()}
     return _Frame(
         plan=plan,
         system_prompt=call.system_prompt,
@@ -524,7 +540,10 @@ def _make_frame(
         demands=demands,
         caps=caps,
         layer_sources=layer_sources,
-        fits=_fit_others(call, texts, counts, caps, layer_sources, query_free=query_free),
+        built=built,
+        fits=_fit_others(
+            call, texts, counts, caps, layer_sources, built=built, query_free=query_free
+        ),
         contexts={k: v for k, v in values.items() if v},
         query_free=query_free,
     )
@@ -575,7 +594,13 @@ def _call_caps(
         demands,
         caps,
         _fit_others(
-            call, frame.texts, frame.counts, caps, frame.layer_sources, query_free=frame.query_free
+            call,
+            frame.texts,
+            frame.counts,
+            caps,
+            frame.layer_sources,
+            built=frame.built,
+            query_free=frame.query_free,
         ),
     )
 

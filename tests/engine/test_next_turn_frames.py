@@ -450,14 +450,22 @@ def _set_a_field_to_its_value(message: Any) -> None:
         _set_a_field_to_its_value,
     ],
 )
-def test_a_returned_message_the_caller_changes_never_reaches_a_later_call(edit: Any) -> None:
+@pytest.mark.parametrize("redistribute", [False, True])
+def test_a_returned_message_the_caller_changes_never_reaches_a_later_call(
+    edit: Any, redistribute: bool
+) -> None:
     """The next turn gives out the frame's system and block messages as they were built
     (as ``create_agent`` gives every call its one SystemMessage); a caller that changes
     one (its content, its id as LangGraph's ``add_messages`` does, a nested dict, an
-    extra field) gets a new one from the next call, as the first call built it."""
+    extra field) gets a new one from the next call, as the first call built it, with
+    the tokens it reports (with redistribution the frame's layers are fitted again on
+    every call that has a history, from the frame's own texts)."""
     engine = PolicyEngine(
-        _policy("frame-edited", redistribute=False, merge=False, block_overflow="truncate_tail")
+        _policy(
+            "frame-edited", redistribute=redistribute, merge=False, block_overflow="truncate_tail"
+        )
     )
+    tok = get_tokenizer("cl100k_base")
     history: list[Any] = [HumanMessage("q1")]
     notes = {"notes__context": "some notes"}
     first = engine.compose(system_prompt="prompt", checkpoint_messages=history, contexts=notes)
@@ -476,3 +484,5 @@ def test_a_returned_message_the_caller_changes_never_reaches_a_later_call(edit: 
         assert second.messages[index].model_extra == pristine[index].model_extra
     third = engine.compose(system_prompt="prompt", checkpoint_messages=history, contexts=notes)
     assert third.messages[:2] == pristine
+    for result in (second, third):
+        assert result.report.total_tokens == tok.count_messages(result.messages)
