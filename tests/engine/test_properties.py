@@ -144,8 +144,15 @@ def test_invariants_hold_or_budget_exceeded(
     assert all(SYSTEM_PROMPT not in str(m.content) for m in messages[1:])
     # the query exactly once
     if runtime:
-        assert sum("QUERY" in str(m.content) for m in messages) == 1
-        assert messages[-1].type == "human" and str(messages[-1].content).startswith("QUERY")
+        assert messages[-1].type == "human"  # the query's message, last
+        if result.report.layer("query").cuts:
+            # truncate_tail under a cap smaller than the query: the message may keep no
+            # more than the cut marker (a cap of a few tokens), but it is still sent once
+            assert sum("QUERY" in str(m.content) for m in messages) <= 1
+            assert "tokens cut" in str(messages[-1].content)
+        else:
+            assert sum("QUERY" in str(m.content) for m in messages) == 1
+            assert str(messages[-1].content).startswith("QUERY")
         assert all(m.type not in ("ai", "tool") for m in messages)  # history never used
     else:
         last_human = next(m for m in reversed(history) if m.type == "human")
