@@ -451,8 +451,9 @@ def _set_a_field_to_its_value(message: Any) -> None:
     ],
 )
 @pytest.mark.parametrize("redistribute", [False, True])
+@pytest.mark.parametrize("notes_text", ["some notes", "long notes, " * 200])  # whole, cut
 def test_a_returned_message_the_caller_changes_never_reaches_a_later_call(
-    edit: Any, redistribute: bool
+    edit: Any, redistribute: bool, notes_text: str
 ) -> None:
     """The next turn gives out the frame's system and block messages as they were built
     (as ``create_agent`` gives every call its one SystemMessage); a caller that changes
@@ -467,15 +468,17 @@ def test_a_returned_message_the_caller_changes_never_reaches_a_later_call(
     )
     tok = get_tokenizer("cl100k_base")
     history: list[Any] = [HumanMessage("q1")]
-    notes = {"notes__context": "some notes"}
+    notes = {"notes__context": notes_text}
     first = engine.compose(system_prompt="prompt", checkpoint_messages=history, contexts=notes)
+    assert bool(first.report.layer("notes__context").cuts) == (notes_text != "some notes")
     pristine = [m.model_copy(deep=True) for m in first.messages[:2]]
     assert [m.model_fields_set for m in pristine] == [
         m.model_fields_set for m in first.messages[:2]
     ]
     for index in (0, 1):
         edit(first.messages[index])
-    history = [*history, AIMessage("a1"), HumanMessage("q2")]
+    if notes_text == "some notes":  # a cut layer's cap moves with the history's demand
+        history = [*history, AIMessage("a1"), HumanMessage("q2")]
     second = engine.compose(system_prompt="prompt", checkpoint_messages=history, contexts=notes)
     for index in (0, 1):
         assert second.messages[index] is not first.messages[index]
