@@ -31,8 +31,17 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 
 from ctxpolicy.budget import call_caps, history_room, layer_demands
 from ctxpolicy.errors import BudgetExceededError, QueryPathError
-from ctxpolicy.history import HistoryFit, count_newest, fit_history, latest_walk
+from ctxpolicy.history import (
+    HistoryFit,
+    MessagesView,
+    TurnWalk,
+    _items_as_given,
+    count_newest,
+    fit_history,
+    latest_walk,
+)
 from ctxpolicy.layers import BLOCK_SUFFIX, CHECKPOINT_MESSAGES, COMPRESSION
+from ctxpolicy.next_turn import advance_walk
 from ctxpolicy.report import (
     NO_EXTRAS,
     ComposeReport,
@@ -402,14 +411,19 @@ def _message_of(built: _Built) -> BaseMessage:
     one is changed finds it changed and builds another, so a change never reaches a later
     call's result (it does show in the earlier results that hold that message).
     """
+    if _unchanged_message(built):
+        return built.message
+    return built.make(built.text)
+
+
+def _unchanged_message(built: _Built) -> bool:
+    """Whether ``built``'s message still holds what it held when built."""
     message, state = built.message, built.state
-    if (
+    return (
         vars(message) == state[0]
         and message.model_extra == state[1]
         and message.model_fields_set == state[2]
-    ):
-        return message
-    return built.make(built.text)
+    )
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -446,6 +460,13 @@ class _Frame:
     contexts: Mapping[str, str]
     #: the query layer is left out: fitted by every call (no redistribution)
     query_free: bool
+    tokenizer: Tokenizer
+    #: the history layer when a call's next turn can be composed from it (`_next_turn`),
+    #: else None (`_turn_layer`)
+    turn_layer: PlannedLayer | None
+    #: the last caps a history moved the frame's to, with the layers fitted to them (a
+    #: one-item list: the frame's one mutable part, replaced whole; see `_call_caps`)
+    refit: list[tuple[Mapping[str, int], Mapping[str, _Fitted | None]] | None]
 
 
 def _frame_fits(
@@ -546,7 +567,24 @@ def _make_frame(
         ),
         contexts={k: v for k, v in values.items() if v},
         query_free=query_free,
+        tokenizer=call.tokenizer,
+        turn_layer=_turn_layer(plan, query_free=query_free),
+        refit=[None],
     )
+
+
+def _turn_layer(plan: LayerPlan, *, query_free: bool) -> PlannedLayer | None:
+    """The history layer of ``plan`` when its calls' next turns can be composed from the
+    last call (`_next_turn`): none merges system messages, fits a query of its own outside
+    the frame, raises on overflow nor clears tool results; else None."""
+    if plan.merge_system or (query_free and plan.query_path == "runtime"):
+        return None
+    for layer in plan.layers:
+        if layer.kind == "history":
+            if layer.overflow == "error" or layer.clear_tool_results:
+                return None
+            return layer
+    return None
 
 
 def _frame(
@@ -590,19 +628,20 @@ def _call_caps(
     caps = call_caps(plan, demands)
     if caps == frame.caps:
         return demands, caps, frame.fits
-    return (
-        demands,
+    refit = frame.refit[0]
+    if refit is not None and refit[0] == caps:  # the caps of the frame's last re-fit
+        return demands, caps, refit[1]
+    fits = _fit_others(
+        call,
+        frame.texts,
+        frame.counts,
         caps,
-        _fit_others(
-            call,
-            frame.texts,
-            frame.counts,
-            caps,
-            frame.layer_sources,
-            built=frame.built,
-            query_free=frame.query_free,
-        ),
+        frame.layer_sources,
+        built=frame.built,
+        query_free=frame.query_free,
     )
+    frame.refit[0] = (caps, fits)  # one assignment: safe across threads
+    return demands, caps, fits
 
 
 def _other_tally(
@@ -673,6 +712,12 @@ def compose_call(
         values = call.contexts
     frame = _frame(call, values, sources)
     demands, caps, fits = _call_caps(call, frame)
+    if call.history and frame.turn_layer is not None:
+        turn = _next_turn(
+            call, frame, demands, caps, fits, extras=extras, request_summary=request_summary
+        )
+        if turn is not None:
+            return turn
     tallies: dict[str, LayerTally] = {}
     history = _NO_HISTORY
     for layer in plan.layers:
@@ -698,6 +743,8 @@ def compose_call(
         summarized=history.summarize is not None,
         extras=extras,
     )
+    if history.fit is not None and history.fit.walk is not None:
+        _remember_turn(call, frame, fits, tallies, history)
     return Composition(  # positional (in field order): see `build_report`
         tuple(messages),
         report,
@@ -893,6 +940,8 @@ class _HistoryOutcome(NamedTuple):
     kept: tuple[BaseMessage, ...]
     dropped: Sequence[BaseMessage]
     summarize: SummarizeRequest | None
+    #: the fit (its walk remembered by the tokenizer), None: no history fitted
+    fit: HistoryFit | None = None
 
 
 _NO_HISTORY = _HistoryOutcome((), (), None)
@@ -953,7 +1002,7 @@ def _fit_history_layer(
                 "raise the ratio of checkpoint_messages"
             ),
         )
-    return _HistoryOutcome(fit.kept, fit.dropped, summarize)
+    return _HistoryOutcome(fit.kept, fit.dropped, summarize, fit)
 
 
 def _record_fit(tally: LayerTally, fit: HistoryFit) -> None:
@@ -1058,6 +1107,296 @@ def _clear_tool_results(
         return history, None
     cut = LayerCut("cleared_tool_results", removed, cleared, cap, "clear_tool_results")
     return (*history[:start], *turn), cut
+
+
+# ----------------------------------------------------------------------------- next turn
+
+
+class _TurnLayers(NamedTuple):
+    """What a composition made of its layers but the history, for its next turn
+    (`_advance_turn`): the same while its frame and fits are and the frame's messages are
+    unchanged."""
+
+    #: the fits it took (the frame's, or those of caps a history moved, `_call_caps`)
+    fits: Mapping[str, _Fitted | None]
+    #: each layer's tally but the history's (only read, by this and later reports)
+    tallies: Mapping[str, LayerTally]
+    #: the frame's messages the tallies give out (checked unchanged on every next turn)
+    shared: tuple[_Built, ...]
+    before: tuple[BaseMessage, ...]
+    after: tuple[BaseMessage, ...]
+    before_layers: tuple[str, ...]
+    after_layers: tuple[str, ...]
+    #: the tokens of ``before`` and ``after``
+    tokens: int
+
+
+def _turn_layers(
+    call: ComposeCall, fits: Mapping[str, _Fitted | None], tallies: Mapping[str, LayerTally]
+) -> _TurnLayers | None:
+    """The `_TurnLayers` of a composition whose tallies are final (see `_remember_turn`);
+    None when a layer gives out a message other than its frame's (one a caller changed)."""
+    others: dict[str, LayerTally] = {}
+    shared: list[_Built] = []
+    parts: tuple[list[BaseMessage], list[BaseMessage]] = ([], [])
+    names: tuple[list[str], list[str]] = ([], [])
+    tokens = 0
+    side = 0  # before the history, then after it
+    for layer in call.plan.layers:
+        tally = tallies[layer.name]
+        if layer.kind == "history":
+            side = 1
+            continue
+        others[layer.name] = tally
+        tokens += tally.tokens
+        parts[side].extend(tally.messages)
+        names[side].extend([layer.name] * len(tally.messages))
+        fitted = fits.get(layer.name)
+        if fitted is not None and fitted.built is not None:
+            if tally.messages[0] is not fitted.built.message:
+                return None
+            shared.append(fitted.built)
+    return _TurnLayers(
+        fits,
+        others,
+        tuple(shared),
+        tuple(parts[0]),
+        tuple(parts[1]),
+        tuple(names[0]),
+        tuple(names[1]),
+        tokens,
+    )
+
+
+def _remember_turn(
+    call: ComposeCall,
+    frame: _Frame,
+    fits: Mapping[str, _Fitted | None],
+    tallies: Mapping[str, LayerTally],
+    history: _HistoryOutcome,
+) -> None:
+    """Remember the walk of a composition its next turn can take (`_next_turn`), with
+    what it made of the other layers (a `TurnWalk` in its `HistoryWalk`'s place).
+
+    Only a composition the next turn reproduces: no merged system message, no query of
+    its own outside the frame (`_turn_layer`), a history dropped or kept whole without a
+    repair (leading units dropped so it starts on a HumanMessage are not one), and the
+    frame's messages given out as the frame built them.
+    """
+    layer = frame.turn_layer
+    if layer is None or history.summarize is not None or tallies[layer.name].repairs:
+        return
+    layers = _turn_layers(call, fits, tallies)
+    if layers is None:
+        return
+    fit = history.fit
+    assert fit is not None
+    walk = fit.walk
+    assert walk is not None
+    turn = TurnWalk(
+        walk.window,
+        walk.contents,
+        walk.units,
+        walk.prefix,
+        walk.over,
+        walk.start,
+        walk.cut,
+        walk.end,
+        walk.reached_start,
+        walk.end - len(fit.kept),
+        fit.tokens,
+        fit.repairs[0] if fit.repairs else None,
+        fit.dropped_counts,
+        frame,
+        layers,
+    )
+    call.tokenizer.remember_walk(turn, replacing=walk)
+
+
+def _next_turn(
+    call: ComposeCall,
+    frame: _Frame,
+    demands: Mapping[str, int],
+    caps: Mapping[str, int],
+    fits: Mapping[str, _Fitted | None],
+    *,
+    extras: ReportExtras,
+    request_summary: bool,
+) -> Composition | None:
+    """`compose_call` of a conversation's next turn, from its last call (None: compose
+    the general way; see `_advance_turn`)."""
+    layer = frame.turn_layer
+    if layer is None or (request_summary and layer.overflow == "summarize"):
+        return None
+    return _advance_turn(
+        call.plan,
+        frame,
+        call.history,
+        demand=demands[layer.name],
+        cap=caps[layer.name],
+        fits=fits,
+        notes=call.notes,
+        extras=extras,
+        input_message=call.input_message,
+    )
+
+
+def compose_next_turn(
+    plan: LayerPlan,
+    *,
+    system_prompt: str,
+    history: Sequence[BaseMessage],
+    notes: Mapping[str, tuple[str, ...]],
+    extras: ReportExtras = NO_EXTRAS,
+) -> Composition | None:
+    """The next turn of a call given only a system prompt and a history (no contexts, no
+    runtime query), composed from the conversation's last call; None: not a next turn
+    this can compose (compose it the general way).
+
+    What `compose_call` returns for the same call (``request_summary=False``, the input
+    the history's newest HumanMessage), reached without checking a `ComposeCall` first:
+    the engine's plain path (`ctxpolicy.engine.PolicyEngine.compose`) tries it before
+    anything else, once the system prompt and query are checked. Only for plans whose
+    caps are not redistributed (else the history moves the caps) and whose input comes
+    from the history.
+
+    Args:
+        plan: The call's plan (``query: checkpoint``, no redistribution).
+        system_prompt: The call's system prompt (checked: a string).
+        history: The history (as `ctxpolicy.history.as_messages` gives it).
+        notes: The call's notes (`input_notes` of no contexts).
+        extras: What the call's report says beyond the composition.
+    """
+    tok = get_tokenizer(plan.tokenizer)
+    frames = tok.frames
+    frame = frames[0] if frames else None
+    if (
+        type(frame) is not _Frame
+        or frame.plan is not plan
+        or frame.turn_layer is None
+        or frame.values
+        or frame.sources != {}
+        or frame.reserved
+        or frame.system_prompt != system_prompt
+    ):
+        return None
+    if plan.redistribute or plan.query_path != "checkpoint":
+        return None
+    name = frame.turn_layer.name
+    return _advance_turn(
+        plan,
+        frame,
+        history,
+        demand=frame.demands[name],
+        cap=frame.caps[name],
+        fits=frame.fits,
+        notes=notes,
+        extras=extras,
+    )
+
+
+def _advance_turn(
+    plan: LayerPlan,
+    frame: _Frame,
+    history: Sequence[BaseMessage],
+    *,
+    demand: int,
+    cap: int,
+    fits: Mapping[str, _Fitted | None],
+    notes: Mapping[str, tuple[str, ...]],
+    extras: ReportExtras,
+    input_message: BaseMessage | None = None,
+) -> Composition | None:
+    """The composition of a conversation's next turn, from its last one (None: compose
+    the general way).
+
+    The last call's `TurnWalk` (same frame, same ``fits``: the other layers' fits to
+    this call's caps) is advanced over the appended messages
+    (`ctxpolicy.next_turn.advance_walk`), and the new history goes between the other
+    layers' messages the last call made: the same messages and report as composing
+    again, without making the other layers' records again. None whenever that would
+    differ: a frame message the caller changed, a walk that cannot be advanced, an
+    input that does not fit, a total over the available tokens.
+
+    ``input_message``: the call's input, which must be kept; None: the history's newest
+    HumanMessage when the plan takes its input from it (kept whenever anything is: the
+    kept part starts on a HumanMessage).
+    """
+    tok = frame.tokenizer
+    previous = latest_walk(tok.walks, history)
+    if type(previous) is not TurnWalk or previous.frame is not frame:
+        return None
+    layers: _TurnLayers = previous.layers
+    if layers.fits is not fits or not all(map(_unchanged_message, layers.shared)):
+        return None
+    items = _items_as_given(history)
+    assert items is not None  # latest_walk found a walk: the items are read as given
+    layer = frame.turn_layer
+    assert layer is not None  # a frame without one has no TurnWalk
+    name = layer.name
+    walk = advance_walk(
+        previous, items, len(history), max_tokens=cap, count=tok.count_message, layers=layers
+    )
+    if walk is None:
+        return None
+    kept = tuple(items[walk.kept : walk.end])
+    total = layers.tokens + walk.tokens
+    if total > plan.available_tokens or not (
+        _contains(kept, input_message)
+        if input_message is not None
+        else kept or plan.query_path == "runtime"
+    ):
+        return None  # the general way raises
+    dropped = MessagesView(history, walk.kept)
+    tally = LayerTally(
+        layer,
+        list(kept),
+        walk.tokens,
+        demand,
+        cap,
+        [],
+        [walk.lead_note] if walk.lead_note else [],
+        "history",
+    )
+    _cut_next(tok, tally, dropped, walk.dropped_counts)
+    tok.remember_walk(walk, replacing=previous)
+    messages = (*layers.before, *kept, *layers.after)
+    report = build_report(
+        plan,
+        {**layers.tallies, name: tally},
+        total=total,
+        messages=messages,
+        notes=notes,
+        summarized=False,
+        extras=extras,
+    )
+    return Composition(  # positional (in field order): see `build_report`
+        messages,
+        report,
+        (*layers.before_layers, *repeat(name, len(kept)), *layers.after_layers),
+        kept,
+        dropped,
+        None,
+        dict(frame.contexts),
+    )
+
+
+def _cut_next(
+    tok: Tokenizer, tally: LayerTally, dropped: Sequence[BaseMessage], counted: Sequence[int]
+) -> None:
+    """The history's demand and cut on a next turn: what `_fit_history_layer` and
+    `_cut_dropped` record for a history kept whole or dropped from (``drop_oldest``)."""
+    tokens, cap = tally.tokens, tally.cap
+    if not dropped:
+        tally.demand = max(tally.demand, tokens)
+        return
+    limit = max(tally.demand - tokens, cap - tokens)
+    found, complete = count_newest(tok, dropped, limit, counted=counted)
+    tally.demand = max(tally.demand, tokens + found)
+    cut = LayerCut(
+        "dropped_oldest", found if complete else None, len(dropped), cap, tally.layer.overflow
+    )
+    tally.cuts.append(cut)
 
 
 # ----------------------------------------------------------------------------- one go

@@ -40,6 +40,7 @@ from ctxpolicy.compose import (
     check_query_path,
     check_system_prompt,
     compose_call,
+    compose_next_turn,
     input_notes,
 )
 from ctxpolicy.errors import BlocksError, CollectorError
@@ -326,6 +327,9 @@ class _ProcessFacts(NamedTuple):
     #: `PolicyEngine._compose_plain`: no collector, recall, summary, curation, query
     #: reference nor kept memory
     plain: bool
+    #: whether such a call may be a next turn `compose_next_turn` composes: the plan takes
+    #: the history and its input from it, and does not redistribute caps
+    next_turns: bool
 
 
 def _plain_input(policy: Policy) -> bool:
@@ -362,6 +366,16 @@ def _facts(policy: Policy, plan: LayerPlan, tiered_services: Mapping[str, str]) 
         plan=plan,
         extras=ReportExtras(warnings=(warning,)) if warning else NO_EXTRAS,
         plain=plain_input and not (collected or recall_layers or can_summarize or tiered),
+        next_turns=_plain_next_turns(plan),
+    )
+
+
+def _plain_next_turns(plan: LayerPlan) -> bool:
+    """Whether a plain call of ``plan`` may be a next turn `compose_next_turn` composes."""
+    return (
+        plan.includes(CHECKPOINT_MESSAGES)
+        and plan.query_path == "checkpoint"
+        and not plan.redistribute
     )
 
 
@@ -905,6 +919,16 @@ class PolicyEngine:
         check_system_prompt(system_prompt)
         _check_query(query)
         stored = _stored_history(facts.takes_history, _NO_STATE, checkpoint_messages)
+        if facts.next_turns and query is None:
+            turn = compose_next_turn(
+                plan,
+                system_prompt=system_prompt,
+                history=stored,
+                notes=facts.notes,
+                extras=facts.extras,
+            )
+            if turn is not None:
+                return ComposeResult(list(turn.messages), turn.report, {})
         message = check_query_path(plan, query, stored)
         inputs = ComposeCall(  # positional: see `_prepare`
             plan,

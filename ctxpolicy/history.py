@@ -59,6 +59,7 @@ __all__ = [
     "HistoryWalk",
     "MessagesView",
     "PrefixView",
+    "TurnWalk",
     "as_messages",
     "check_history",
     "count_newest",
@@ -619,6 +620,43 @@ class HistoryWalk:
     reached_start: bool
 
 
+class TurnWalk(NamedTuple):
+    """A composition's walk, kept for its conversation's next turn (`ctxpolicy.next_turn`).
+
+    The fields of a `HistoryWalk`, read the same way (``fit_history`` reuses it like
+    one), then what the walk keeps once its kept part starts on a HumanMessage, then what
+    the composition made of the other layers. A named tuple: the next turn makes one per
+    call, and a tuple is the cheapest record to make (a frozen dataclass of as many
+    fields costs several times as much).
+    """
+
+    window: tuple[Any, ...]
+    contents: tuple[Any, ...]
+    units: tuple[_Unit, ...]
+    prefix: tuple[int, ...]
+    over: _Unit | None
+    start: int
+    cut: int
+    end: int
+    reached_start: bool
+    #: where the kept part starts (past the leading units that are not a HumanMessage)
+    kept: int
+    #: tokens of the kept part
+    tokens: int
+    #: the note of dropping those leading units (None: none were)
+    lead_note: str | None
+    #: ``HistoryFit.dropped_counts``
+    dropped_counts: tuple[int, ...]
+    #: the composition frame the call took (the next turn takes the walk only with it)
+    frame: object
+    #: what the call made of the other layers (the composer's)
+    layers: Any
+
+
+AnyWalk = HistoryWalk | TurnWalk
+"""What `fit_history` can reuse: a walk of its own or a composition's."""
+
+
 def _items_as_given(messages: Sequence[BaseMessage]) -> Sequence[Any] | None:
     """The caller's list or tuple behind ``messages`` when read as it is, else None.
 
@@ -641,7 +679,7 @@ _notes_of = itemgetter(2)
 _contents = attrgetter("content")
 
 
-def _unchanged(walk: HistoryWalk, items: Sequence[Any], length: int) -> bool:
+def _unchanged(walk: AnyWalk, items: Sequence[Any], length: int) -> bool:
     """Whether ``items`` (of ``length`` shown) still hold ``walk``'s window, as walked."""
     if length < walk.end:
         return False
@@ -650,8 +688,9 @@ def _unchanged(walk: HistoryWalk, items: Sequence[Any], length: int) -> bool:
     return now == walk.window and tuple(map(_contents, now)) == walk.contents
 
 
-def latest_walk(walks: Iterable[object], messages: Sequence[BaseMessage]) -> HistoryWalk | None:
-    """The first `HistoryWalk` of ``walks`` whose window ends where it did in ``messages``.
+def latest_walk(walks: Iterable[object], messages: Sequence[BaseMessage]) -> AnyWalk | None:
+    """The first walk (`HistoryWalk` or `TurnWalk`) of ``walks`` whose window ends where it
+    did in ``messages``.
 
     A cheap check (the window's last message only): `fit_history` checks the whole
     window again before reusing it.
@@ -662,7 +701,7 @@ def latest_walk(walks: Iterable[object], messages: Sequence[BaseMessage]) -> His
     length = len(messages)
     for walk in walks:
         if (
-            isinstance(walk, HistoryWalk)
+            isinstance(walk, HistoryWalk | TurnWalk)
             and walk.window
             and length >= walk.end
             and items[walk.end - 1] is walk.window[-1]
@@ -682,7 +721,7 @@ class _Walked(NamedTuple):
 
 
 def _record(
-    items: Sequence[Any], walked: _Walked, end: int, reused: HistoryWalk | None = None
+    items: Sequence[Any], walked: _Walked, end: int, reused: AnyWalk | None = None
 ) -> HistoryWalk:
     """The `HistoryWalk` of ``walked`` over ``items[:end]``.
 
@@ -718,7 +757,7 @@ def _fit(
     messages: Sequence[BaseMessage],
     items: Sequence[Any] | None,
     walked: _Walked,
-    reused: HistoryWalk | None = None,
+    reused: AnyWalk | None = None,
 ) -> HistoryFit:
     """The `HistoryFit` of ``walked``: its oldest non-Human units dropped, then kept
     (``reused``: the unchanged earlier walk it continues, see `_record`)."""
@@ -780,7 +819,7 @@ def _walked(walk: _Walk, items: Sequence[Any] | None, *, start: int) -> _Walked:
 
 
 def _walk_after(
-    previous: HistoryWalk,
+    previous: AnyWalk,
     messages: Sequence[BaseMessage],
     items: Sequence[Any],
     *,
@@ -851,7 +890,7 @@ def fit_history(
     *,
     max_tokens: int,
     count: Callable[[BaseMessage], int],
-    previous: HistoryWalk | None = None,
+    previous: AnyWalk | None = None,
 ) -> HistoryFit:
     """Keep the newest whole units of a history that fit in ``max_tokens``.
 
@@ -875,7 +914,8 @@ def fit_history(
         messages: The history, oldest first.
         max_tokens: Token budget of the kept part.
         count: Tokens of one message (e.g. ``Tokenizer.count_message``).
-        previous: An earlier fit's `HistoryWalk` of this history (optional).
+        previous: An earlier fit's `HistoryWalk` of this history, or a composition's
+            `TurnWalk` (optional).
 
     Returns:
         The `HistoryFit`.

@@ -39,7 +39,7 @@ FLOORS: tuple[tuple[str, ...], ...] = (
     ("policy", "policy_views", "schema", "schemas", "tokenizers"),
     # the pure pipeline: plan -> budget -> history -> compose -> report (validation checks
     # a policy's plans and templates with the same code, so it sits above)
-    ("tokens", "templates", "budget", "plan", "history", "report", "compose"),
+    ("tokens", "templates", "budget", "plan", "history", "next_turn", "report", "compose"),
     # reading and checking policy files
     ("settings", "settings_model", "validation", "loading"),
     # what fills the layers

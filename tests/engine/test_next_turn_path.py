@@ -1,0 +1,349 @@
+"""The next turn composed from the last call gives what composing afresh gives.
+
+A conversation's next call (its history with messages appended, everything else equal)
+is composed from the last call's walk and layers (`ctxpolicy.next_turn.advance_walk`,
+`ctxpolicy.compose._advance_turn`; docs/design.md, 'Budget and overflow'). That path
+is an optimisation only: on random sessions of appends (tool units, repairs, converted
+dicts), in-place edits, replacements, removals, changed prompts and block values, edited
+returned messages, on policies with and without redistribution, merged system messages,
+a runtime query and every history overflow rule, the messages, the report and the
+composition are the ones a fresh composition (no remembered walk nor frame) makes.
+And it must really be taken: a plain conversation takes it on every next turn.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+
+import ctxpolicy.compose as compose_module
+from ctxpolicy.compose import compose_layers
+from ctxpolicy.engine import ComposeResult, PolicyEngine
+from ctxpolicy.errors import BudgetExceededError, QueryPathError
+from ctxpolicy.history import TurnWalk
+from ctxpolicy.policy import Policy
+from ctxpolicy.tokens import get_tokenizer
+
+from ..history.test_history import histories
+
+
+def _policy(*, redistribute: bool, merge: bool, overflow: str, block: bool, window: int) -> Policy:
+    order = ["system_prompt", "checkpoint_messages", "query"]
+    ratios = {"system_prompt": 0.15, "checkpoint_messages": 0.7, "query": 0.15}
+    layers: dict[str, Any] = {"checkpoint_messages": {"overflow": overflow}}
+    if block:
+        order.insert(1, "notes__context")
+        ratios = {k: v - 0.05 for k, v in ratios.items()} | {"notes__context": 0.15}
+        layers["notes__context"] = {"role": "system", "overflow": "truncate_tail"}
+    return Policy.model_validate(
+        {
+            "version": 1,
+            "name": "next-turn-path",
+            "model": {
+                "context_window": window,
+                "tokenizer": "cl100k_base",
+                "system_messages": "merge" if merge else "separate",
+            },
+            "budget": {"output_reserve": 0.0, "ratios": ratios, "redistribute": redistribute},
+            "order": order,
+            "layers": layers,
+            "processes": {
+                "react": {"checkpoint_messages": True, "query": "checkpoint"},
+                "ask": {"checkpoint_messages": True, "query": "runtime"},
+            },
+            "default_process": "react",
+        }
+    )
+
+
+@contextmanager
+def _fresh() -> Iterator[None]:
+    """Compose as a fresh process would: no walk nor frame remembered (the ones of the
+    session under test are put back afterwards, untouched)."""
+    tok = get_tokenizer("cl100k_base")
+    walks, frames = tok._walks, tok._frames
+    tok._walks, tok._frames = (), ()
+    try:
+        yield
+    finally:
+        tok._walks, tok._frames = walks, frames
+
+
+def _outcome(fn: Any) -> Any:
+    try:
+        return fn()
+    except (BudgetExceededError, QueryPathError) as exc:
+        return exc
+
+
+def _same_result(got: Any, expected: Any) -> None:
+    if isinstance(expected, Exception):
+        assert type(got) is type(expected)
+        assert str(got) == str(expected)
+        return
+    assert isinstance(got, ComposeResult)
+    assert [type(m) for m in got.messages] == [type(m) for m in expected.messages]
+    assert got.messages == expected.messages
+    assert got.report == expected.report
+    assert got.report.to_dict() == expected.report.to_dict()
+    assert got.persist == expected.persist
+
+
+ACTIONS = st.sampled_from(
+    ["append", "append", "append", "append", "edit", "replace", "pop", "same", "prompt", "notes"]
+)
+
+
+def _changed(history: list[Any], action: str, new: list[Any], index: int) -> list[Any]:
+    if action == "append" or not history:
+        return [*history, *new]
+    i = index % len(history)
+    if not isinstance(history[i], BaseMessage):  # a dict the view converts: left as it is
+        return history
+    if action == "edit":  # a content assigned in place
+        history[i].content = f"{history[i].content} (edited)"
+        return history
+    if action == "replace":  # add_messages replacing a message by id: a new object
+        copy = history[i].model_copy(update={"content": f"{history[i].content}!"})
+        return [*history[:i], copy, *history[i + 1 :]]
+    if action == "pop":
+        return history[:-1]
+    return history
+
+
+@st.composite
+def sessions(draw: Any) -> tuple[list[Any], list[tuple[str, list[Any], int, bool]]]:
+    """A first history, then steps: (action, messages it appends, an index, whether the
+    caller then edits the returned system message)."""
+    first = draw(histories(broken=draw(st.booleans())))
+    steps = []
+    for _ in range(draw(st.integers(1, 8))):
+        action = draw(ACTIONS)
+        kind = draw(st.sampled_from(["exchange", "exchange", "random", "dicts"]))
+        new: list[Any]
+        if kind == "exchange":
+            words = draw(st.integers(1, 80))
+            new = [HumanMessage("question " + "word " * words), AIMessage("answer " * words)]
+        elif kind == "dicts":
+            new = [{"role": "user", "content": "a question as a dict"}]
+        else:
+            new = draw(histories(broken=draw(st.booleans())))
+        steps.append((action, new, draw(st.integers(0, 1_000)), draw(st.booleans())))
+    return first, steps
+
+
+def _human(text: str) -> HumanMessage:
+    return HumanMessage(text)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    redistribute=st.booleans(),
+    merge=st.booleans(),
+    overflow=st.sampled_from(["drop_oldest", "summarize", "error"]),
+    block=st.booleans(),
+    window=st.sampled_from([300, 800, 3_000]),
+    process=st.sampled_from(["react", "react", "ask"]),
+    session=sessions(),
+)
+def test_the_engine_next_turn_gives_what_a_fresh_composition_gives(
+    redistribute: bool,
+    merge: bool,
+    overflow: str,
+    block: bool,
+    window: int,
+    process: str,
+    session: Any,
+) -> None:
+    engine = PolicyEngine(
+        _policy(
+            redistribute=redistribute, merge=merge, overflow=overflow, block=block, window=window
+        )
+    )
+    first, steps = session
+    history: list[Any] = list(first)
+    prompt = "You are careful."
+    notes = "Some notes."
+    counter = itertools.count()
+    for action, new, index, edit_returned in [("append", [], 0, False), *steps]:
+        history = _changed(history, action, list(new), index)
+        if action == "prompt":
+            prompt = f"You are careful, turn {next(counter)}."
+        if action == "notes":
+            notes = f"Other notes {next(counter)}."
+        kwargs: dict[str, Any] = {
+            "process": process,
+            "system_prompt": prompt,
+            "checkpoint_messages": history,
+        }
+        if process == "ask":
+            kwargs["query"] = f"runtime question {next(counter)}"
+        if block:
+            kwargs["contexts"] = {"notes__context": notes}
+
+        def call(kwargs: dict[str, Any] = kwargs) -> Any:
+            return _outcome(lambda: engine.compose(**kwargs))
+
+        got = call()
+        with _fresh():
+            expected = call()
+        _same_result(got, expected)
+        if edit_returned and isinstance(got, ComposeResult) and got.messages:
+            got.messages[0].content = f"{got.messages[0].content} (changed by the caller)"
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    redistribute=st.booleans(),
+    overflow=st.sampled_from(["drop_oldest", "summarize"]),
+    request_summary=st.booleans(),
+    session=sessions(),
+)
+def test_compose_layers_next_turn_gives_the_fresh_composition(
+    redistribute: bool, overflow: str, request_summary: bool, session: Any
+) -> None:
+    """The composer's own next turn (`compose_call`): every field of the `Composition`,
+    the kept and dropped history and the layer of each message included."""
+    plan = PolicyEngine(
+        _policy(redistribute=redistribute, merge=False, overflow=overflow, block=True, window=800)
+    ).plan()
+    first, steps = session
+    history: list[Any] = [m for m in first if isinstance(m, BaseMessage)]
+    for action, new, index, _ in [("append", [], 0, False), *steps]:
+        appended = [m for m in new if isinstance(m, BaseMessage)]
+        history = _changed(history, action, appended, index)
+
+        def call(history: list[Any] = history) -> Any:
+            return _outcome(
+                lambda: compose_layers(
+                    plan,
+                    system_prompt="prompt",
+                    checkpoint_messages=history,
+                    contexts={"notes__context": "notes"},
+                    request_summary=request_summary,
+                )
+            )
+
+        got = call()
+        with _fresh():
+            expected = call()
+        if isinstance(expected, Exception):
+            assert type(got) is type(expected)
+            assert str(got) == str(expected)
+            continue
+        assert got.messages == expected.messages
+        assert got.report == expected.report
+        assert got.message_layers == expected.message_layers
+        assert [id(m) for m in got.kept_history] == [id(m) for m in expected.kept_history]
+        assert tuple(got.dropped_history) == tuple(expected.dropped_history)
+        assert got.summarize == expected.summarize
+        assert got.contexts == expected.contexts
+
+
+def _plain_engine(**overrides: Any) -> PolicyEngine:
+    settings_: dict[str, Any] = {
+        "redistribute": False,
+        "merge": False,
+        "overflow": "drop_oldest",
+        "block": False,
+        "window": 800,
+    }
+    settings_.update(overrides)
+    return PolicyEngine(_policy(**settings_))
+
+
+def _taken(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    """Whether each call of `_advance_turn` composed the turn (True) or declined."""
+    taken: list[bool] = []
+    advance = compose_module._advance_turn
+
+    def recording(*args: Any, **kwargs: Any) -> Any:
+        result = advance(*args, **kwargs)
+        taken.append(result is not None)
+        return result
+
+    monkeypatch.setattr(compose_module, "_advance_turn", recording)
+    return taken
+
+
+@pytest.mark.parametrize("redistribute", [False, True])
+@pytest.mark.parametrize("block", [False, True])
+def test_every_next_turn_of_a_conversation_is_composed_from_the_last_one(
+    monkeypatch: pytest.MonkeyPatch, redistribute: bool, block: bool
+) -> None:
+    """Turns of 2 or 4 messages (some with a tool call), the history dropped from on most:
+    each turn after the first is composed from the last call (with redistributed caps,
+    each once the caps stop moving: once the history asks for more than it may be given),
+    and the tokenizer then holds the conversation's `TurnWalk`."""
+    engine = _plain_engine(redistribute=redistribute, block=block)
+    taken = _taken(monkeypatch)
+    history: list[Any] = [HumanMessage("the first question")]
+    contexts = {"notes__context": "notes"} if block else None
+    engine.compose(system_prompt="prompt", checkpoint_messages=history, contexts=contexts)
+    assert True not in taken  # nothing to take on the first call
+    taken.clear()
+    for turn in range(40):
+        history = [*history, AIMessage(f"answer {turn} " + "word " * (turn % 30))]
+        if turn % 3 == 0:
+            call = {"name": "search", "args": {"q": str(turn)}, "id": f"call-{turn}"}
+            history += [
+                AIMessage("", tool_calls=[call]),
+                ToolMessage("found", tool_call_id=f"call-{turn}"),
+            ]
+        history = [*history, _human(f"question {turn} " + "word " * (turn % 20))]
+        result = engine.compose(
+            system_prompt="prompt", checkpoint_messages=history, contexts=contexts
+        )
+        assert result.messages[-1] is history[-1]
+    if redistribute:  # caps move with the history until it outgrows what it may be given
+        moving = taken.index(True)
+        assert moving < 30
+        assert taken == [False] * moving + [True] * (40 - moving)
+    else:
+        assert taken == [True] * 40
+    assert any(layer.cuts for layer in result.report.layers)  # it dropped from the history
+    walks = get_tokenizer("cl100k_base").walks
+    assert type(walks[0]) is TurnWalk
+    assert walks[0].end == len(history)
+
+
+@pytest.mark.parametrize(
+    ("change", "taken_after"),
+    [
+        # another frame: no TurnWalk of it (the composer's own next turn declines)
+        ("prompt", [False]),
+        # the window changed: the engine's next turn declines, then the composer's
+        ("edit_old", [False, False]),
+        # the returned system message changed: both decline
+        ("edit_returned", [False, False]),
+        # the same history again: composed from the last call
+        ("nothing", [True]),
+    ],
+)
+def test_a_next_turn_after_a_change_is_composed_the_general_way(
+    monkeypatch: pytest.MonkeyPatch, change: str, taken_after: list[bool]
+) -> None:
+    engine = _plain_engine()
+    taken = _taken(monkeypatch)
+    history: list[Any] = [HumanMessage("q1"), AIMessage("a1"), HumanMessage("q2")]
+    first = engine.compose(system_prompt="prompt", checkpoint_messages=history)
+    taken.clear()
+    prompt = "prompt"
+    if change == "prompt":
+        prompt = "another prompt"
+    elif change == "edit_old":
+        history[0].content = "q1, edited"
+    elif change == "edit_returned":
+        first.messages[0].content = "changed by the caller"
+    result = engine.compose(system_prompt=prompt, checkpoint_messages=history)
+    assert taken == taken_after
+    with _fresh():
+        expected = engine.compose(system_prompt=prompt, checkpoint_messages=history)
+    _same_result(result, expected)
