@@ -419,10 +419,12 @@ def _message_of(built: _Built) -> BaseMessage:
 def _unchanged_message(built: _Built) -> bool:
     """Whether ``built``'s message still holds what it held when built."""
     message, state = built.message, built.state
+    # pydantic's attributes behind ``model_extra`` and ``model_fields_set`` (read without
+    # the properties' calls: this runs for each of the frame's messages on every turn)
     return (
         vars(message) == state[0]
-        and message.model_extra == state[1]
-        and message.model_fields_set == state[2]
+        and message.__pydantic_extra__ == state[1]
+        and message.__pydantic_fields_set__ == state[2]
     )
 
 
@@ -1228,7 +1230,7 @@ def _next_turn(
     layer = frame.turn_layer
     if layer is None or (request_summary and layer.overflow == "summarize"):
         return None
-    return _advance_turn(
+    turn = _advance_turn(
         call.plan,
         frame,
         call.history,
@@ -1239,21 +1241,46 @@ def _next_turn(
         extras=extras,
         input_message=call.input_message,
     )
+    if turn is None:
+        return None
+    layers, name, kept = turn.layers, layer.name, turn.kept
+    return Composition(  # positional (in field order): see `build_report`
+        turn.messages,
+        turn.report,
+        (*layers.before_layers, *repeat(name, len(kept)), *layers.after_layers),
+        kept,
+        turn.dropped,
+        None,
+        dict(frame.contexts),
+    )
+
+
+class NextTurn(NamedTuple):
+    """A next turn composed from the conversation's last call (`compose_next_turn`)."""
+
+    messages: tuple[BaseMessage, ...]
+    report: ComposeReport
+    #: the history sent
+    kept: tuple[BaseMessage, ...]
+    #: the older history that did not fit (a read-only view of the input)
+    dropped: Sequence[BaseMessage]
+    layers: _TurnLayers
 
 
 def compose_next_turn(
     plan: LayerPlan,
     *,
     system_prompt: str,
-    history: Sequence[BaseMessage],
+    history: Sequence[Any],
+    argument: str,
     notes: Mapping[str, tuple[str, ...]],
     extras: ReportExtras = NO_EXTRAS,
-) -> Composition | None:
+) -> NextTurn | None:
     """The next turn of a call given only a system prompt and a history (no contexts, no
     runtime query), composed from the conversation's last call; None: not a next turn
     this can compose (compose it the general way).
 
-    What `compose_call` returns for the same call (``request_summary=False``, the input
+    What `compose_call` composes for the same call (``request_summary=False``, the input
     the history's newest HumanMessage), reached without checking a `ComposeCall` first:
     the engine's plain path (`ctxpolicy.engine.PolicyEngine.compose`) tries it before
     anything else, once the system prompt and query are checked. Only for plans whose
@@ -1263,7 +1290,9 @@ def compose_next_turn(
     Args:
         plan: The call's plan (``query: checkpoint``, no redistribution).
         system_prompt: The call's system prompt (checked: a string).
-        history: The history (as `ctxpolicy.history.as_messages` gives it).
+        history: The caller's list of messages (anything else: None).
+        argument: What the caller calls it (as `ctxpolicy.history.as_messages` names it
+            in the error about an item that is no message).
         notes: The call's notes (`input_notes` of no contexts).
         extras: What the call's report says beyond the composition.
     """
@@ -1278,6 +1307,7 @@ def compose_next_turn(
         or frame.sources != {}
         or frame.reserved
         or frame.system_prompt != system_prompt
+        or type(history) is not list
     ):
         return None
     if plan.redistribute or plan.query_path != "checkpoint":
@@ -1287,6 +1317,7 @@ def compose_next_turn(
         plan,
         frame,
         history,
+        argument=argument,
         demand=frame.demands[name],
         cap=frame.caps[name],
         fits=frame.fits,
@@ -1298,15 +1329,16 @@ def compose_next_turn(
 def _advance_turn(
     plan: LayerPlan,
     frame: _Frame,
-    history: Sequence[BaseMessage],
+    history: Sequence[Any],
     *,
+    argument: str | None = None,
     demand: int,
     cap: int,
     fits: Mapping[str, _Fitted | None],
     notes: Mapping[str, tuple[str, ...]],
     extras: ReportExtras,
     input_message: BaseMessage | None = None,
-) -> Composition | None:
+) -> NextTurn | None:
     """The composition of a conversation's next turn, from its last one (None: compose
     the general way).
 
@@ -1318,9 +1350,10 @@ def _advance_turn(
     differ: a frame message the caller changed, a walk that cannot be advanced, an
     input that does not fit, a total over the available tokens.
 
-    ``input_message``: the call's input, which must be kept; None: the history's newest
-    HumanMessage when the plan takes its input from it (kept whenever anything is: the
-    kept part starts on a HumanMessage).
+    ``history``: the call's history, or the caller's list (``argument``: what the
+    caller calls it, for the dropped part's view). ``input_message``: the call's input,
+    which must be kept; None: the history's newest HumanMessage when the plan takes its
+    input from it (kept whenever anything is: the kept part starts on a HumanMessage).
     """
     tok = frame.tokenizer
     previous = latest_walk(tok.walks, history)
@@ -1347,7 +1380,7 @@ def _advance_turn(
         else kept or plan.query_path == "runtime"
     ):
         return None  # the general way raises
-    dropped = MessagesView(history, walk.kept)
+    dropped = MessagesView(history, walk.kept, argument=argument)
     tally = LayerTally(
         layer,
         list(kept),
@@ -1358,7 +1391,10 @@ def _advance_turn(
         [walk.lead_note] if walk.lead_note else [],
         "history",
     )
-    _cut_next(tok, tally, dropped, walk.dropped_counts)
+    if walk.kept:
+        _cut_next(tok, tally, dropped, walk.dropped_counts)
+    else:  # the whole history is kept: it asks for what it uses
+        tally.demand = max(demand, walk.tokens)
     tok.remember_walk(walk, replacing=previous)
     messages = (*layers.before, *kept, *layers.after)
     report = build_report(
@@ -1370,26 +1406,15 @@ def _advance_turn(
         summarized=False,
         extras=extras,
     )
-    return Composition(  # positional (in field order): see `build_report`
-        messages,
-        report,
-        (*layers.before_layers, *repeat(name, len(kept)), *layers.after_layers),
-        kept,
-        dropped,
-        None,
-        dict(frame.contexts),
-    )
+    return NextTurn(messages, report, kept, dropped, layers)
 
 
 def _cut_next(
     tok: Tokenizer, tally: LayerTally, dropped: Sequence[BaseMessage], counted: Sequence[int]
 ) -> None:
-    """The history's demand and cut on a next turn: what `_fit_history_layer` and
-    `_cut_dropped` record for a history kept whole or dropped from (``drop_oldest``)."""
+    """The history's demand and cut on a next turn that dropped its ``dropped`` prefix:
+    what `_fit_history_layer` and `_cut_dropped` record (``drop_oldest``)."""
     tokens, cap = tally.tokens, tally.cap
-    if not dropped:
-        tally.demand = max(tally.demand, tokens)
-        return
     limit = max(tally.demand - tokens, cap - tokens)
     found, complete = count_newest(tok, dropped, limit, counted=counted)
     tally.demand = max(tally.demand, tokens + found)
@@ -1508,6 +1533,7 @@ __all__ = [
     "ComposeCall",
     "Composition",
     "LayerTally",
+    "NextTurn",
     "SummarizeRequest",
     "check_call",
     "check_contexts",
@@ -1516,6 +1542,7 @@ __all__ = [
     "compose_call",
     "compose_layers",
     "compose_messages",
+    "compose_next_turn",
     "input_notes",
     "message_factory",
     "tool_result_marker",

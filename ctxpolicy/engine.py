@@ -68,6 +68,8 @@ from ctxpolicy.summarize import (
 )
 from ctxpolicy.tokens import Tokenizer, get_tokenizer, text_cap
 
+#: What a call's history argument is called in the errors about its items.
+CHECKPOINT_ARGUMENT = "checkpoint_messages"
 #: The collector type filled after the history is cut (see `PolicyEngine._recall_steps`).
 RECALL = "recall"
 
@@ -184,7 +186,7 @@ def _stored_history(
     if not takes_history:
         return ()
     if checkpoint_messages is not None:
-        return as_messages(checkpoint_messages, argument="checkpoint_messages")
+        return as_messages(checkpoint_messages, argument=CHECKPOINT_ARGUMENT)
     return as_messages(state.get("messages"), argument="state['messages']")
 
 
@@ -918,17 +920,18 @@ class PolicyEngine:
         plan = facts.plan
         check_system_prompt(system_prompt)
         _check_query(query)
-        stored = _stored_history(facts.takes_history, _NO_STATE, checkpoint_messages)
-        if facts.next_turns and query is None:
+        if facts.next_turns and query is None and checkpoint_messages is not None:
             turn = compose_next_turn(
                 plan,
                 system_prompt=system_prompt,
-                history=stored,
+                history=checkpoint_messages,
+                argument=CHECKPOINT_ARGUMENT,
                 notes=facts.notes,
                 extras=facts.extras,
             )
             if turn is not None:
                 return ComposeResult(list(turn.messages), turn.report, {})
+        stored = _stored_history(facts.takes_history, _NO_STATE, checkpoint_messages)
         message = check_query_path(plan, query, stored)
         inputs = ComposeCall(  # positional: see `_prepare`
             plan,

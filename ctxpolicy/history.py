@@ -528,6 +528,11 @@ def _lead_note(popped: Sequence[_Unit]) -> str | None:
     """The note of removing oldest-first units ``popped`` from the start (None: none)."""
     if not popped:
         return None
+    if len(popped) == 1 and len(popped[0][1]) == 1:  # one AI answer: most next turns
+        return (
+            f"removed 1 message(s) from index {popped[0][0]} ({type(popped[0][1][0]).__name__}): "
+            "the history must start on a HumanMessage"
+        )
     removed = [m for unit in popped for m in unit[1]]
     kinds = ", ".join(_describe(m) for m in removed[:4]) + (", ..." if len(removed) > 4 else "")
     return (

@@ -18,7 +18,7 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections.abc import Callable, Sequence
 from itertools import accumulate
-from operator import attrgetter
+from operator import attrgetter, itemgetter
 from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
@@ -38,6 +38,7 @@ from ctxpolicy.history import (
 __all__ = ["advance_walk"]
 
 _contents = attrgetter("content")
+_tokens = itemgetter(3)  # of a unit
 
 
 def _new_units(
@@ -120,7 +121,7 @@ def advance_walk(
         if not (reached_start or (over is not None and over[3] > left)):
             return None  # the budget grew past the unit it stopped at: walk older ones
     units = previous.units[first:] + tuple(new)
-    prefix = old[first:] + tuple(accumulate((unit[3] for unit in new), initial=old[-1]))[1:]
+    prefix = old[first:] + tuple(accumulate(map(_tokens, new), initial=old[-1]))[1:]
     cut = units[0][0] if units else length
     start = over[0] if over is not None else cut
     window = tuple(items[start:length])

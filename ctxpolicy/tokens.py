@@ -23,6 +23,8 @@ import json
 import threading
 from collections.abc import Hashable, Iterable, Mapping
 from importlib import resources
+from itertools import repeat
+from operator import is_
 from typing import TYPE_CHECKING, Any, Literal
 
 import tiktoken
@@ -320,7 +322,9 @@ class Tokenizer:
                 agent's long run of calls does not push the other conversations out.
         """
         walks = self._walks
-        if walks and walks[0] is replacing and walk not in walks:  # the next turn, newest
+        # the next turn of the newest conversation (``walk`` not held yet, by identity: a
+        # `ctxpolicy.history.TurnWalk` is a tuple, whose equality compares messages)
+        if walks and walks[0] is replacing and not any(map(is_, walks, repeat(walk))):
             self._walks = (walk, *walks[1:])  # one assignment: safe across threads
             return
         others = tuple(w for w in walks if w is not walk and w is not replacing)
