@@ -1205,10 +1205,6 @@ def _remember_turn(
         walk.cut,
         walk.end,
         walk.reached_start,
-        walk.end - len(fit.kept),
-        fit.tokens,
-        fit.repairs[0] if fit.repairs else None,
-        fit.dropped_counts,
         frame,
         layers,
     )
@@ -1296,12 +1292,9 @@ def compose_next_turn(
         notes: The call's notes (`input_notes` of no contexts).
         extras: What the call's report says beyond the composition.
     """
-    tok = get_tokenizer(plan.tokenizer)
-    frames = tok.frames
-    frame = frames[0] if frames else None
+    frame = _plan_frame(get_tokenizer(plan.tokenizer), plan)
     if (
-        type(frame) is not _Frame
-        or frame.plan is not plan
+        frame is None
         or frame.turn_layer is None
         or frame.values
         or frame.sources != {}
@@ -1324,6 +1317,14 @@ def compose_next_turn(
         notes=notes,
         extras=extras,
     )
+
+
+def _plan_frame(tok: Tokenizer, plan: LayerPlan) -> _Frame | None:
+    """The frame ``tok`` remembers for ``plan`` (each plan has at most one), else None."""
+    for frame in tok.frames:
+        if type(frame) is _Frame and frame.plan is plan:
+            return frame
+    return None
 
 
 def _advance_turn(
@@ -1367,34 +1368,28 @@ def _advance_turn(
     layer = frame.turn_layer
     assert layer is not None  # a frame without one has no TurnWalk
     name = layer.name
-    walk = advance_walk(
+    advanced = advance_walk(
         previous, items, len(history), max_tokens=cap, count=tok.count_message, layers=layers
     )
-    if walk is None:
+    if advanced is None:
         return None
-    kept = tuple(items[walk.kept : walk.end])
-    total = layers.tokens + walk.tokens
+    walk, part = advanced
+    kept = tuple(items[part.cut : walk.end])
+    total = layers.tokens + part.tokens
     if total > plan.available_tokens or not (
         _contains(kept, input_message)
         if input_message is not None
         else kept or plan.query_path == "runtime"
     ):
         return None  # the general way raises
-    dropped = MessagesView(history, walk.kept, argument=argument)
+    dropped = MessagesView(history, part.cut, argument=argument)
     tally = LayerTally(
-        layer,
-        list(kept),
-        walk.tokens,
-        demand,
-        cap,
-        [],
-        [walk.lead_note] if walk.lead_note else [],
-        "history",
+        layer, list(kept), part.tokens, demand, cap, [], [part.note] if part.note else [], "history"
     )
-    if walk.kept:
-        _cut_next(tok, tally, dropped, walk.dropped_counts)
+    if part.cut:
+        _cut_next(tok, tally, dropped, part.dropped_counts)
     else:  # the whole history is kept: it asks for what it uses
-        tally.demand = max(demand, walk.tokens)
+        tally.demand = max(demand, part.tokens)
     tok.remember_walk(walk, replacing=previous)
     messages = (*layers.before, *kept, *layers.after)
     report = build_report(

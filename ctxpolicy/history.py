@@ -629,10 +629,9 @@ class TurnWalk(NamedTuple):
     """A composition's walk, kept for its conversation's next turn (`ctxpolicy.next_turn`).
 
     The fields of a `HistoryWalk`, read the same way (``fit_history`` reuses it like
-    one), then what the walk keeps once its kept part starts on a HumanMessage, then what
-    the composition made of the other layers. A named tuple: the next turn makes one per
-    call, and a tuple is the cheapest record to make (a frozen dataclass of as many
-    fields costs several times as much).
+    one), then what the composition made of the other layers. A named tuple: the next
+    turn makes one per call, and a tuple is the cheapest record to make (a frozen
+    dataclass of as many fields costs several times as much).
     """
 
     window: tuple[Any, ...]
@@ -644,14 +643,6 @@ class TurnWalk(NamedTuple):
     cut: int
     end: int
     reached_start: bool
-    #: where the kept part starts (past the leading units that are not a HumanMessage)
-    kept: int
-    #: tokens of the kept part
-    tokens: int
-    #: the note of dropping those leading units (None: none were)
-    lead_note: str | None
-    #: ``HistoryFit.dropped_counts``
-    dropped_counts: tuple[int, ...]
     #: the composition frame the call took (the next turn takes the walk only with it)
     frame: object
     #: what the call made of the other layers (the composer's)

@@ -19,7 +19,7 @@ from bisect import bisect_left
 from collections.abc import Callable, Sequence
 from itertools import accumulate
 from operator import attrgetter, itemgetter
-from typing import Any
+from typing import Any, NamedTuple
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 
@@ -35,7 +35,7 @@ from ctxpolicy.history import (
     _walk_units,
 )
 
-__all__ = ["advance_walk"]
+__all__ = ["KeptPart", "advance_walk"]
 
 _contents = attrgetter("content")
 _tokens = itemgetter(3)  # of a unit
@@ -76,6 +76,18 @@ def _parsed_units(
     return units, tail.total
 
 
+class KeptPart(NamedTuple):
+    """What an advanced walk keeps, once its kept part starts on a HumanMessage."""
+
+    #: where the kept part starts (past the leading units that are not a HumanMessage)
+    cut: int
+    tokens: int
+    #: the note of dropping those leading units (None: none were)
+    note: str | None
+    #: ``HistoryFit.dropped_counts``
+    dropped_counts: tuple[int, ...]
+
+
 def advance_walk(
     previous: TurnWalk,
     items: Sequence[Any],
@@ -84,8 +96,9 @@ def advance_walk(
     max_tokens: int,
     count: Callable[[BaseMessage], int],
     layers: Any,
-) -> TurnWalk | None:
-    """``previous`` advanced over ``items[previous.end:length]`` (the appended messages).
+) -> tuple[TurnWalk, KeptPart] | None:
+    """``previous`` advanced over ``items[previous.end:length]`` (the appended messages),
+    and what the new walk keeps.
 
     The walk ``fit_history(previous=previous)`` makes of the same history when its window
     is unchanged, the appended part parses into units without a repair and does not alone
@@ -129,8 +142,7 @@ def advance_walk(
     contents = previous.contents[start - previous.start :] + tuple(
         map(_contents, window[end - start :])
     )
-    lead = _leading_non_human(units)  # the kept part starts on a HumanMessage
-    return TurnWalk(
+    walk = TurnWalk(
         window,
         contents,
         units,
@@ -140,10 +152,13 @@ def advance_walk(
         cut,
         length,
         reached_start,
+        previous.frame,
+        layers,
+    )
+    lead = _leading_non_human(units)  # the kept part starts on a HumanMessage
+    return walk, KeptPart(
         units[lead][0] if lead < len(units) else length,
         prefix[-1] - prefix[lead],
         _lead_note(units[:lead]) if lead else None,
         _counted_before(units, lead, over, length),
-        previous.frame,
-        layers,
     )

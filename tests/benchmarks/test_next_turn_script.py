@@ -4,47 +4,31 @@ messages, in each cache state, and tabulates every mode it records."""
 
 from __future__ import annotations
 
-import importlib.util
 import math
-import sys
-from pathlib import Path
+from collections.abc import Callable
+from types import ModuleType
 from typing import Any
 
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def _next_turn() -> Any:
-    sys.path.insert(0, str(ROOT / "benchmarks"))  # its sibling modules (bench_compose, ...)
-    try:
-        spec = importlib.util.spec_from_file_location(
-            "next_turn", ROOT / "benchmarks" / "next_turn.py"
-        )
-        assert spec is not None
-        assert spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        return module
-    finally:
-        sys.path.remove(str(ROOT / "benchmarks"))
+Loader = Callable[[str], ModuleType]
 
 
 @pytest.mark.parametrize("floor", [False, True])
 @pytest.mark.parametrize("mode", ["copy", "in-place", "flushed"])
 def test_every_mode_times_next_turns_and_the_floor_keeps_what_the_engine_keeps(
-    mode: str, floor: bool
+    benchmark_script: Loader, mode: str, floor: bool
 ) -> None:
-    figures = _next_turn().run(100, turns=6, mode=mode, floor=floor)
+    figures = benchmark_script("next_turn").run(100, turns=6, mode=mode, floor=floor)
     assert set(figures) == {"next_turn_us", "encode_new_us", "over_target_us"}
     assert all(math.isfinite(v) for v in figures.values())
     assert figures["next_turn_us"] > 0
     assert figures["encode_new_us"] > 0
 
 
-def test_the_floor_refuses_a_window_that_changed() -> None:
-    module = _next_turn()
+def test_the_floor_refuses_a_window_that_changed(benchmark_script: Loader) -> None:
+    module = benchmark_script("next_turn")
     history: list[Any] = [HumanMessage("q1"), AIMessage("a1"), HumanMessage("q2")]
     floor = module.FloorTurn(history, history, max_tokens=1_000)
     assert floor([*history, AIMessage("a2")])[1:] == [*history, AIMessage("a2")]
@@ -53,8 +37,8 @@ def test_the_floor_refuses_a_window_that_changed() -> None:
         floor([*edited, HumanMessage("q3")])
 
 
-def test_the_floor_drops_the_oldest_and_starts_on_a_human_message() -> None:
-    module = _next_turn()
+def test_the_floor_drops_the_oldest_and_starts_on_a_human_message(benchmark_script: Loader) -> None:
+    module = benchmark_script("next_turn")
     history: list[Any] = [HumanMessage("one " * 50), AIMessage("two " * 50)]
     floor = module.FloorTurn(history, history, max_tokens=120)
     grown = [*history, HumanMessage("three " * 50)]
@@ -62,8 +46,8 @@ def test_the_floor_drops_the_oldest_and_starts_on_a_human_message() -> None:
     assert floor(grown)[1:] == [grown[2]]
 
 
-def test_the_record_table_has_a_column_per_mode_and_floor_mode() -> None:
-    module = _next_turn()
+def test_the_record_table_has_a_column_per_mode_and_floor_mode(benchmark_script: Loader) -> None:
+    module = benchmark_script("next_turn")
     columns = [*module.MODES, *(f"floor {m}" for m in module.FLOOR_MODES)]
     rows = [
         {"n": n, "mode": mode, "over_target_us": float(i)}

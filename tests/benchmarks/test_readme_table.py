@@ -3,26 +3,18 @@ recorded `benchmarks/results/latest.json`: no hand-typed figure."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
+from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
+
+Loader = Callable[[str], ModuleType]
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _readme_table():  # type: ignore[no-untyped-def]
-    spec = importlib.util.spec_from_file_location(
-        "readme_table", ROOT / "benchmarks" / "readme_table.py"
-    )
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def test_the_readme_performance_block_comes_from_the_recorded_run() -> None:
-    table = _readme_table()
+def test_the_readme_performance_block_comes_from_the_recorded_run(benchmark_script: Loader) -> None:
+    table = benchmark_script("readme_table")
     report = json.loads((ROOT / "benchmarks" / "results" / "latest.json").read_text("utf-8"))
     assert not report["quick"]
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
@@ -31,8 +23,8 @@ def test_the_readme_performance_block_comes_from_the_recorded_run() -> None:
     assert report["machine"]["cpus"] >= 1  # the machine's description is recorded with it
 
 
-def test_the_readme_memory_table_comes_from_the_recorded_run() -> None:
-    table = _readme_table()
+def test_the_readme_memory_table_comes_from_the_recorded_run(benchmark_script: Loader) -> None:
+    table = benchmark_script("readme_table")
     memory = json.loads((ROOT / "benchmarks" / "results" / "memory.json").read_text("utf-8"))
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     block = readme.split(table.MEMORY_START, 1)[1].split(table.MEMORY_END, 1)[0]
@@ -40,8 +32,8 @@ def test_the_readme_memory_table_comes_from_the_recorded_run() -> None:
     assert "| 10,000 |" in block  # every recorded history length has its row
 
 
-def test_the_block_lists_every_judged_target_with_its_verdict() -> None:
-    table = _readme_table()
+def test_the_block_lists_every_judged_target_with_its_verdict(benchmark_script: Loader) -> None:
+    table = benchmark_script("readme_table")
     targets = [
         {"target": "next turn, N=100", "measured": "+32 us", "goal": "<= 20 us", "status": "MISS"},
         {"target": "trim / cold", "measured": "3561x", "goal": ">= 100x", "status": "PASS"},

@@ -13,6 +13,7 @@ And it must really be taken: a plain conversation takes it on every next turn.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -24,10 +25,11 @@ from hypothesis import strategies as st
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
 import ctxpolicy.compose as compose_module
+import ctxpolicy.engine as engine_module
 from ctxpolicy.compose import compose_layers
 from ctxpolicy.engine import ComposeResult, PolicyEngine
 from ctxpolicy.errors import BudgetExceededError, QueryPathError
-from ctxpolicy.history import TurnWalk
+from ctxpolicy.history import HistoryWalk, TurnWalk
 from ctxpolicy.policy import Policy
 from ctxpolicy.tokens import get_tokenizer
 
@@ -57,6 +59,7 @@ def _policy(*, redistribute: bool, merge: bool, overflow: str, block: bool, wind
             "processes": {
                 "react": {"checkpoint_messages": True, "query": "checkpoint"},
                 "ask": {"checkpoint_messages": True, "query": "runtime"},
+                "review": {"checkpoint_messages": True, "query": "checkpoint"},
             },
             "default_process": "react",
         }
@@ -347,3 +350,199 @@ def test_a_next_turn_after_a_change_is_composed_the_general_way(
     with _fresh():
         expected = engine.compose(system_prompt=prompt, checkpoint_messages=history)
     _same_result(result, expected)
+
+
+def test_a_turn_walk_holds_a_history_walk_s_fields_first_in_its_order() -> None:
+    """`fit_history` reads a `TurnWalk` as the `HistoryWalk` it stands for (a named tuple
+    cannot subclass the dataclass: the fields are written twice, and held equal here)."""
+    walk_fields = tuple(field.name for field in dataclasses.fields(HistoryWalk))
+    assert TurnWalk._fields[: len(walk_fields)] == walk_fields
+
+
+def test_agents_that_take_turns_each_compose_their_next_turn_before_any_other_step(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Two processes of one engine (two plans: two frames in the tokenizer) composing in
+    turn, each on its own conversation: every next turn of each is composed by the plain
+    path's first step (`compose_next_turn`), never by `compose_call`."""
+    engine = _plain_engine()
+    histories_ = {"react": [HumanMessage("q react")], "review": [HumanMessage("q review")]}
+    for process, history in histories_.items():
+        engine.compose(process=process, system_prompt="prompt", checkpoint_messages=history)
+    composed: list[str] = []
+    compose_call = engine_module.compose_call
+
+    def recording(*args: Any, **kwargs: Any) -> Any:
+        composed.append("compose_call")
+        return compose_call(*args, **kwargs)
+
+    monkeypatch.setattr(engine_module, "compose_call", recording)
+    for turn in range(6):
+        for process, history in histories_.items():
+            history += [AIMessage(f"a{turn}"), HumanMessage(f"{process} q{turn}")]
+            result = engine.compose(
+                process=process, system_prompt="prompt", checkpoint_messages=history
+            )
+            assert result.messages[-1] is history[-1]
+    assert composed == []
+
+
+def _plan(**overrides: Any) -> Any:
+    return _plain_engine(**overrides).plan()
+
+
+def _compose_twice(
+    plan: Any, first: list[Any], appended: list[Any], **kwargs: Any
+) -> tuple[Any, Any]:
+    """The composer's next turn of ``first`` + ``appended``, and a fresh one."""
+    compose_layers(plan, system_prompt="prompt", checkpoint_messages=first, **kwargs)
+    history = [*first, *appended]
+
+    def call() -> Any:
+        return _outcome(
+            lambda: compose_layers(
+                plan, system_prompt="prompt", checkpoint_messages=history, **kwargs
+            )
+        )
+
+    got = call()
+    with _fresh():
+        expected = call()
+    return got, expected
+
+
+def _same_composition(got: Any, expected: Any) -> None:
+    if isinstance(expected, Exception):
+        assert type(got) is type(expected)
+        assert str(got) == str(expected)
+        return
+    assert got.messages == expected.messages
+    assert got.report == expected.report
+    assert got.report.to_dict() == expected.report.to_dict()
+
+
+def _exchanges(count: int, words: int) -> list[Any]:
+    return [
+        m
+        for i in range(count)
+        for m in (HumanMessage(f"q{i} " + "word " * words), AIMessage(f"a{i} " + "word " * words))
+    ]
+
+
+TOOL_CALL = {"name": "search", "args": {"q": "x"}, "id": "call-x"}
+
+
+@pytest.mark.parametrize(
+    ("case", "kwargs", "appended"),
+    [
+        # room left: the new messages fit without dropping anything
+        ("slack", {}, [HumanMessage("short")]),
+        # an AI message with a tool call and its result, then the input
+        (
+            "tool unit",
+            {},
+            [
+                AIMessage("", tool_calls=[TOOL_CALL]),
+                ToolMessage("found", tool_call_id="call-x"),
+                HumanMessage("next"),
+            ],
+        ),
+        # older units dropped; the kept part starts on the AI answer, which is dropped too
+        ("dropped", {}, _exchanges(3, 40)),
+        # overflow summarize, no summary requested: drops like drop_oldest
+        ("summarize", {"overflow": "summarize"}, _exchanges(3, 40)),
+    ],
+)
+def test_the_composer_takes_the_next_turn_from_the_last_call(
+    monkeypatch: pytest.MonkeyPatch, case: str, kwargs: dict[str, Any], appended: list[Any]
+) -> None:
+    taken = _taken(monkeypatch)
+    plan = _plan(**kwargs)
+    first = [*_exchanges(2, 20), HumanMessage("the input")]
+    got, expected = _compose_twice(plan, first, appended, request_summary=False)
+    assert taken[-2:] == [True, False], case  # the next turn, then the fresh call
+    _same_composition(got, expected)
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"merge": True, "block": True},  # a merged system message is made on every call
+        {"overflow": "error"},
+    ],
+)
+def test_plans_whose_turns_the_next_turn_cannot_reproduce_never_take_it(
+    monkeypatch: pytest.MonkeyPatch, kwargs: dict[str, Any]
+) -> None:
+    taken = _taken(monkeypatch)
+    plan = _plan(**kwargs)
+    contexts = {"notes__context": "notes"} if kwargs.get("block") else None
+    history: list[Any] = [HumanMessage("q1")]
+    for turn in range(3):
+        compose_layers(plan, system_prompt="p", checkpoint_messages=history, contexts=contexts)
+        history = [*history, AIMessage(f"a{turn}"), HumanMessage(f"q{turn + 2}")]
+    assert True not in taken
+
+
+def test_a_summary_to_request_is_never_composed_from_the_last_call(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    taken = _taken(monkeypatch)
+    plan = _plan(overflow="summarize")
+    first = [*_exchanges(2, 20), HumanMessage("the input")]
+    got, expected = _compose_twice(plan, first, _exchanges(6, 40), request_summary=True)
+    assert True not in taken
+    assert got.summarize is not None
+    assert got.summarize == expected.summarize
+
+
+def test_an_appended_answer_that_pushes_the_input_out_raises_as_a_fresh_call() -> None:
+    """The input (the newest HumanMessage) and what follows must fit: an appended AI
+    answer that leaves only itself in the cap raises, whichever way the turn is made."""
+    plan = _plan(window=400)
+    first = [HumanMessage("q " + "word " * 100)]
+    appended = [AIMessage("a " + "word " * 200)]
+    got, expected = _compose_twice(plan, first, appended)
+    assert isinstance(expected, BudgetExceededError)
+    _same_composition(got, expected)
+    # the engine's plain path, whose input is the newest HumanMessage of the history
+    engine = _plain_engine(window=400)
+    engine.compose(system_prompt="prompt", checkpoint_messages=first)
+    history = [*first, *appended]
+    raised = _outcome(lambda: engine.compose(system_prompt="prompt", checkpoint_messages=history))
+    with _fresh():
+        fresh = _outcome(
+            lambda: engine.compose(system_prompt="prompt", checkpoint_messages=history)
+        )
+    _same_result(raised, fresh)
+    assert isinstance(raised, BudgetExceededError)
+
+
+def test_the_dropped_part_is_counted_whole_when_it_is_short() -> None:
+    """One old message dropped: its tokens are in the report's cut, as a fresh call has."""
+    plan = _plan(window=400)
+    first = [HumanMessage("q0 " + "word " * 30), AIMessage("a0"), HumanMessage("q1")]
+    got, expected = _compose_twice(plan, first, [AIMessage("a1 " + "word " * 250)])
+    _same_composition(got, expected)
+    (cut,) = got.report.layer("checkpoint_messages").cuts
+    assert cut.messages == 2
+    assert cut.tokens is not None
+
+
+def test_a_walk_left_for_the_next_turn_serves_the_general_fit_after_a_change() -> None:
+    """A new system prompt (another frame: the next turn declines) that leaves the
+    history more room: the general fit reuses the conversation's `TurnWalk` as a walk and
+    walks older messages than the last call kept, as a fresh call does."""
+    plan = _plan(window=1_200, redistribute=True)
+    history = [*_exchanges(30, 30), HumanMessage("the input")]
+    before = compose_layers(plan, system_prompt="a long prompt " * 60, checkpoint_messages=history)
+    assert type(get_tokenizer("cl100k_base").walks[0]) is TurnWalk
+
+    def call() -> Any:
+        return compose_layers(plan, system_prompt="short", checkpoint_messages=history)
+
+    got = call()
+    with _fresh():
+        expected = call()
+    _same_composition(got, expected)
+    assert len(before.dropped_history) > len(got.dropped_history) > 0
