@@ -546,3 +546,24 @@ def test_a_walk_left_for_the_next_turn_serves_the_general_fit_after_a_change() -
         expected = call()
     _same_composition(got, expected)
     assert len(before.dropped_history) > len(got.dropped_history) > 0
+
+
+@pytest.mark.parametrize(
+    "appended",
+    [
+        # a tool unit that alone exceeds the history's cap: nothing of it is kept
+        [
+            AIMessage("", tool_calls=[TOOL_CALL]),
+            ToolMessage("found " + "word " * 400, tool_call_id="call-x"),
+            HumanMessage("next"),
+        ],
+        # an answer whose tool call has no result yet: removed, as a fresh fit removes it
+        [HumanMessage("next"), AIMessage("", tool_calls=[TOOL_CALL])],
+    ],
+    ids=["tool unit over the cap", "unanswered tool call"],
+)
+def test_appended_tool_calls_give_what_a_fresh_composition_gives(appended: list[Any]) -> None:
+    plan = _plan(window=400)
+    first = [*_exchanges(2, 10), HumanMessage("the input")]
+    got, expected = _compose_twice(plan, first, appended)
+    _same_composition(got, expected)
