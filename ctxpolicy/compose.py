@@ -597,13 +597,9 @@ def _frame(
     """The `_Frame` of ``call``: the one its tokenizer remembers for the same inputs
     (`Tokenizer.frames`), else a new one, then remembered in place of its plan's last."""
     tok = call.tokenizer
-    replacing: _Frame | None = None
-    for frame in tok.frames:
-        if isinstance(frame, _Frame) and frame.plan is call.plan:
-            if _frame_fits(frame, call, values, sources):
-                return frame
-            replacing = frame
-            break
+    replacing = _plan_frame(tok, call.plan)
+    if replacing is not None and _frame_fits(replacing, call, values, sources):
+        return replacing
     frame = _make_frame(call, values, sources)
     if all(fit is not None for fit in frame.fits.values()):
         tok.remember_frame(frame, replacing=replacing)

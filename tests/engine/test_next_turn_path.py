@@ -86,10 +86,14 @@ def _outcome(fn: Any) -> Any:
         return exc
 
 
+def _same_error(got: Any, expected: Exception) -> None:
+    assert type(got) is type(expected)
+    assert str(got) == str(expected)
+
+
 def _same_result(got: Any, expected: Any) -> None:
     if isinstance(expected, Exception):
-        assert type(got) is type(expected)
-        assert str(got) == str(expected)
+        _same_error(got, expected)
         return
     assert isinstance(got, ComposeResult)
     assert [type(m) for m in got.messages] == [type(m) for m in expected.messages]
@@ -237,12 +241,9 @@ def test_compose_layers_next_turn_gives_the_fresh_composition(
         got = call()
         with _fresh():
             expected = call()
+        _same_composition(got, expected)
         if isinstance(expected, Exception):
-            assert type(got) is type(expected)
-            assert str(got) == str(expected)
             continue
-        assert got.messages == expected.messages
-        assert got.report == expected.report
         assert got.message_layers == expected.message_layers
         assert [id(m) for m in got.kept_history] == [id(m) for m in expected.kept_history]
         assert tuple(got.dropped_history) == tuple(expected.dropped_history)
@@ -413,8 +414,7 @@ def _compose_twice(
 
 def _same_composition(got: Any, expected: Any) -> None:
     if isinstance(expected, Exception):
-        assert type(got) is type(expected)
-        assert str(got) == str(expected)
+        _same_error(got, expected)
         return
     assert got.messages == expected.messages
     assert got.report == expected.report
