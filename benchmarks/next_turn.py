@@ -122,11 +122,22 @@ class FloorTurn:
         return [self.system, *kept]
 
 
-def run(n: int, *, turns: int, mode: str, floor: bool = False) -> dict[str, float]:
+#: ``--full-cache``: messages counted before the turns, more than the tokenizer's count
+#: cache holds (32,768 by default): the state of a process that has run for a while.
+FULL_CACHE_MESSAGES = 40_000
+
+
+def run(
+    n: int, *, turns: int, mode: str, floor: bool = False, full_cache: bool = False
+) -> dict[str, float]:
     """Medians (µs) of the next turn, of encoding its 2 new messages, and of their paired
-    difference ``next turn - WARM_FACTOR x encoding`` (``floor``: of `FloorTurn`'s)."""
+    difference ``next turn - WARM_FACTOR x encoding`` (``floor``: of `FloorTurn`'s;
+    ``full_cache``: with the tokenizer's message cache full, so every new count evicts)."""
     engine = PolicyEngine(Policy.model_validate(ENGINE_POLICY))
     tok = get_tokenizer("cl100k_base")
+    if full_cache:
+        for index in range(FULL_CACHE_MESSAGES):
+            tok.count_message(SystemMessage(f"an earlier conversation's message {index}"))
     history = make_history(n)
     reference = engine.compose(system_prompt=SYSTEM_PROMPT, checkpoint_messages=history)
     floor_turn = None
@@ -174,6 +185,8 @@ def run(n: int, *, turns: int, mode: str, floor: bool = False) -> dict[str, floa
 #: ``--record``: every history length of ``make bench`` in every mode.
 RECORD_SIZES = (100, 1_000, 10_000, 100_000)
 MODES = ("copy", "in-place", "flushed")
+#: ``--record``: the column of ``--mode in-place --full-cache``.
+FULL_CACHE_COLUMN = "in-place, full cache"
 #: ``--record``: the modes `FloorTurn` is timed in too (columns ``floor <mode>``).
 FLOOR_MODES = ("copy", "in-place", "flushed")
 
@@ -185,12 +198,13 @@ def record(*, turns: int) -> dict[str, Any]:
     started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     rows = []
     for n in RECORD_SIZES:
-        cells = [(mode, False) for mode in MODES] + [(mode, True) for mode in FLOOR_MODES]
-        for mode, floor in cells:  # each cell in a fresh process: no cache or heap of another
+        cells = [(mode, mode, ()) for mode in MODES]
+        cells.append((FULL_CACHE_COLUMN, "in-place", ("--full-cache",)))
+        cells += [(f"floor {mode}", mode, ("--floor",)) for mode in FLOOR_MODES]
+        for name, mode, flags in cells:  # each in a fresh process: no cache or heap of another
             argv = [sys.executable, __file__, "-n", str(n), "--mode", mode, "--turns", str(turns)]
-            argv += ["--json", "--floor"] if floor else ["--json"]
+            argv += ["--json", *flags]
             done = subprocess.run(argv, capture_output=True, text=True, check=True)
-            name = f"floor {mode}" if floor else mode
             rows.append({"n": n, "mode": name, **json.loads(done.stdout)})
     return {"started": started, "machine": machine(), "turns": turns, "rows": rows}
 
@@ -211,12 +225,14 @@ def record_table(result: dict[str, Any]) -> str:
             f"Median of (next turn - {WARM_FACTOR} x encoding its 2 new messages), µs; "
             "`copy`: a new list per turn (LangGraph's `add_messages`), "
             "`in-place`: one list extended, `flushed`: one list extended and the CPU caches "
-            "evicted before each timed call; `floor ...`: the same for `FloorTurn`, a next "
+            "evicted before each timed call; `in-place, full cache`: one list extended, "
+            "the tokenizer's message cache filled first (a process that has run for a "
+            "while: every new count evicts); `floor ...`: the same for `FloorTurn`, a next "
             "turn reduced to its essential steps in one function (a yardstick, not ctxpolicy)."
         ),
         "",
     ]
-    columns = [*MODES, *(f"floor {mode}" for mode in FLOOR_MODES)]
+    columns = [*MODES, FULL_CACHE_COLUMN, *(f"floor {mode}" for mode in FLOOR_MODES)]
     lines += ["| N | " + " | ".join(columns) + " |", "|---:|" + "---:|" * len(columns)]
     for n in RECORD_SIZES:
         cells = " | ".join(f"{over[n, mode]:+.1f}" for mode in columns)
@@ -236,6 +252,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     parser.add_argument(
+        "--full-cache",
+        action="store_true",
+        help="fill the tokenizer's message cache first (a process that has run for a while)",
+    )
+    parser.add_argument(
         "--floor",
         action="store_true",
         help="time FloorTurn (a next turn reduced to its essential steps) instead of ctxpolicy",
@@ -249,7 +270,9 @@ def main(argv: list[str] | None = None) -> int:
         (results / "next_turn.md").write_text(table, "utf-8")
         print(table)
         return 0
-    figures = run(args.n, turns=args.turns, mode=args.mode, floor=args.floor)
+    figures = run(
+        args.n, turns=args.turns, mode=args.mode, floor=args.floor, full_cache=args.full_cache
+    )
     if args.json:
         print(json.dumps(figures))
         return 0

@@ -21,6 +21,7 @@ import binascii
 import hashlib
 import json
 import threading
+from collections import OrderedDict
 from collections.abc import Hashable, Iterable, Mapping
 from importlib import resources
 from itertools import repeat
@@ -215,12 +216,18 @@ def _approximate_count(text: str) -> int:
 
 
 class _BoundedCache:
-    """A dict with a size bound (oldest entry evicted first). Reads are lock-free."""
+    """A dict with a size bound (oldest entry evicted first). Reads are lock-free.
+
+    An `OrderedDict`, not a dict: a full cache evicts on every new entry, and a dict
+    deleting its first entry again and again makes ``next(iter(data))`` step over every
+    entry deleted since the dict last resized, thousands once a long-running process
+    has filled the cache; ``popitem(last=False)`` takes the oldest directly.
+    """
 
     __slots__ = ("_data", "_lock", "_maxsize")
 
     def __init__(self, maxsize: int) -> None:
-        self._data: dict[Hashable, int] = {}
+        self._data: OrderedDict[Hashable, int] = OrderedDict()
         self._lock = threading.Lock()
         self._maxsize = maxsize
 
@@ -231,7 +238,7 @@ class _BoundedCache:
         with self._lock:
             data = self._data
             if len(data) >= self._maxsize and key not in data:
-                del data[next(iter(data))]
+                data.popitem(last=False)
             data[key] = value
 
     def __len__(self) -> int:

@@ -27,6 +27,21 @@ def test_every_mode_times_next_turns_and_the_floor_keeps_what_the_engine_keeps(
     assert figures["encode_new_us"] > 0
 
 
+def test_full_cache_times_next_turns_with_the_message_cache_at_its_bound(
+    benchmark_script: Loader,
+) -> None:
+    """``--full-cache`` fills the tokenizer's message cache first: every count then evicts."""
+    from ctxpolicy.tokens import get_tokenizer
+
+    module = benchmark_script("next_turn")
+    tok = get_tokenizer("cl100k_base")
+    tok.clear_cache()
+    figures = module.run(100, turns=4, mode="in-place", full_cache=True)
+    assert figures["next_turn_us"] > 0
+    assert len(tok._message_counts) == tok._message_counts._maxsize
+    tok.clear_cache()
+
+
 def test_the_floor_refuses_a_window_that_changed(benchmark_script: Loader) -> None:
     module = benchmark_script("next_turn")
     history: list[Any] = [HumanMessage("q1"), AIMessage("a1"), HumanMessage("q2")]
@@ -48,7 +63,11 @@ def test_the_floor_drops_the_oldest_and_starts_on_a_human_message(benchmark_scri
 
 def test_the_record_table_has_a_column_per_mode_and_floor_mode(benchmark_script: Loader) -> None:
     module = benchmark_script("next_turn")
-    columns = [*module.MODES, *(f"floor {m}" for m in module.FLOOR_MODES)]
+    columns = [
+        *module.MODES,
+        module.FULL_CACHE_COLUMN,
+        *(f"floor {m}" for m in module.FLOOR_MODES),
+    ]
     rows = [
         {"n": n, "mode": mode, "over_target_us": float(i)}
         for n in module.RECORD_SIZES

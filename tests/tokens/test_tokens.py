@@ -255,6 +255,23 @@ def test_count_cache_is_bounded():
     assert encoding.calls == ["a", "b", "c", "a"]
 
 
+def test_a_full_count_cache_evicts_oldest_first_entry_after_entry():
+    """Once full, every new text evicts the oldest one left, however many evictions ran."""
+    encoding = CountingEncoding()
+    tokenizer = Tokenizer("fake", encoding=encoding, cache_size=3)
+    texts = [f"t{i}" for i in range(10)]
+    for text in texts:
+        tokenizer.count(text)
+    assert len(tokenizer._text_counts) == 3
+    encoding.calls.clear()
+    for text in texts[-3:]:  # the 3 newest are cached
+        tokenizer.count(text)
+    assert encoding.calls == []
+    tokenizer.count("t0")  # evicts t7, the oldest of the 3
+    tokenizer.count("t7")
+    assert encoding.calls == ["t0", "t7"]
+
+
 def test_count_rejects_non_text():
     with pytest.raises(TypeError, match="text must be a str, got int"):
         get_tokenizer("cl100k_base").count(3)  # type: ignore[arg-type]
