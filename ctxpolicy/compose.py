@@ -1349,8 +1349,8 @@ def _advance_turn(
 
     ``history``: the call's history, or the caller's list (``argument``: what the
     caller calls it, for the dropped part's view). ``input_message``: the call's input,
-    which must be kept; None: the history's newest HumanMessage when the plan takes its
-    input from it (kept whenever anything is: the kept part starts on a HumanMessage).
+    which must be kept; None: the history's newest message of type 'human' when the
+    plan takes its input from it (`_holds_input`).
     """
     tok = frame.tokenizer
     previous = latest_walk(tok.walks, history)
@@ -1375,7 +1375,7 @@ def _advance_turn(
     if total > plan.available_tokens or not (
         _contains(kept, input_message)
         if input_message is not None
-        else kept or plan.query_path == "runtime"
+        else plan.query_path == "runtime" or _holds_input(kept)
     ):
         return None  # the general way raises
     dropped = MessagesView(history, part.cut, argument=argument)
@@ -1398,6 +1398,13 @@ def _advance_turn(
         extras=extras,
     )
     return NextTurn(messages, report, kept, dropped, layers)
+
+
+def _holds_input(kept: Sequence[BaseMessage]) -> bool:
+    """Whether ``kept``, the newest messages of a history, hold its input: the newest
+    message of type 'human' (`_checkpoint_input`). Not whenever they start on a
+    HumanMessage: a `HumanMessageChunk` is one, of another type."""
+    return any(message.type == "human" for message in reversed(kept))
 
 
 def _cut_next(

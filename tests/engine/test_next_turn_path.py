@@ -22,7 +22,13 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langchain_core.messages import (
+    AIMessage,
+    BaseMessage,
+    HumanMessage,
+    HumanMessageChunk,
+    ToolMessage,
+)
 
 import ctxpolicy.compose as compose_module
 import ctxpolicy.engine as engine_module
@@ -516,6 +522,28 @@ def test_an_appended_answer_that_pushes_the_input_out_raises_as_a_fresh_call() -
         )
     _same_result(raised, fresh)
     assert isinstance(raised, BudgetExceededError)
+
+
+def test_the_engine_next_turn_keeps_the_input_not_a_human_message_of_another_type() -> None:
+    """The engine's next turn checks that the kept part holds the input (the newest message
+    of type 'human'), not only that it starts on a HumanMessage: a `HumanMessageChunk`
+    appended after the input is one, and when it alone fills the cap the input does not
+    fit and the call raises, as a fresh call does (it composed the chunk alone before)."""
+    engine = _plain_engine()
+    first = [HumanMessage("the input" + " word" * 96)]
+    engine.compose(system_prompt="prompt", checkpoint_messages=first)
+    history = [
+        *first,
+        AIMessage("an answer" + " word" * 96),
+        HumanMessageChunk(content="chunk" + " word" * 396),
+    ]
+    got = _outcome(lambda: engine.compose(system_prompt="prompt", checkpoint_messages=history))
+    with _fresh():
+        fresh = _outcome(
+            lambda: engine.compose(system_prompt="prompt", checkpoint_messages=history)
+        )
+    assert isinstance(fresh, BudgetExceededError)
+    _same_result(got, fresh)
 
 
 def test_the_dropped_part_is_counted_whole_when_it_is_short() -> None:
