@@ -88,6 +88,7 @@ AREA_TESTS: dict[str, tuple[str, ...]] = {
         "tests/engine/test_compose_edges_b.py",
         "tests/engine/test_next_turn_frames.py",
         "tests/engine/test_next_turn_path.py",
+        "tests/engine/test_next_turn_mutants.py",
         "tests/history/test_walk_reuse.py",
         "tests/perf",
     ),
