@@ -254,6 +254,8 @@ class AreaResult:
     mutants: list[Mutant] = field(default_factory=list)
     wall_s: float | None = None
     date: str | None = None
+    #: the commit the area's verdicts were made on (``git rev-parse --short HEAD``)
+    commit: str | None = None
 
     def count(self, column: str) -> int:
         """Mutants in ``column`` that are not listed as equivalent."""
@@ -305,11 +307,13 @@ class AreaResult:
             "survived": self.count("survived"),
             "no_tests": self.count("no tests"),
             "suspicious": self.count("suspicious"),
+            "other": self.count("other"),
             "not_checked": self.not_checked,
             "kill_rate": None if self.rate is None else round(self.rate, 4),
             "ok": self.ok,
             "wall_s": None if self.wall_s is None else round(self.wall_s, 1),
             "date": self.date,
+            "commit": self.commit,
         }
 
 
@@ -336,19 +340,24 @@ def _seconds(value: float | None) -> str:
     return f"{minutes} min {seconds:02d} s" if minutes else f"{seconds} s"
 
 
-def render_table(results: Sequence[AreaResult]) -> str:
-    """The Markdown table printed and written into docs/mutation.md."""
+def render_table(rows: Sequence[Mapping[str, Any]]) -> str:
+    """The Markdown table printed and written into docs/mutation.md, from the areas' rows
+    as `AreaResult.to_dict` makes them (and ``benchmarks/results/mutation.json`` keeps)."""
     head = (
         "| area | mutants | equivalent | killed | of which timeouts | survived | no tests "
-        "| other | kill rate | ≥ 90 % | wall time |"
+        "| other | kill rate | ≥ 90 % | wall time | run on |"
     )
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
-    for r in results:
-        other = r.count("suspicious") + r.count("other")
+    for r in rows:
+        other = r.get("suspicious", 0) + r.get("other", 0)
+        run_on = " ".join(
+            part for part in (r.get("date"), r.get("commit") and f"`{r['commit']}`") if part
+        )
         lines.append(
-            f"| {LABELS.get(r.area, r.area)} | {r.total} | {r.equivalent} | {r.killed} "
-            f"| {r.count('timeout')} | {r.count('survived')} | {r.count('no tests')} "
-            f"| {other} | {_percent(r.rate)} | {'yes' if r.ok else 'NO'} | {_seconds(r.wall_s)} |"
+            f"| {r['label']} | {r['mutants']} | {r['equivalent']} | {r['killed']} "
+            f"| {r['timeout']} | {r['survived']} | {r['no_tests']} "
+            f"| {other} | {_percent(r['kill_rate'])} | {'yes' if r['ok'] else 'NO'} "
+            f"| {_seconds(r['wall_s'])} | {run_on or '-'} |"
         )
     return "\n".join(lines)
 
@@ -400,6 +409,23 @@ def read_area(area: str) -> AreaResult:
                 mutant.diff = get_diff_for_mutant(name, path=path)
             result.mutants.append(mutant)
     return result
+
+
+def _rows(shown: Sequence[AreaResult], previous: Mapping[str, Any]) -> dict[str, Any]:
+    """The table's rows, in `AREAS` order: each area with verdicts in ``mutants/`` as
+    they are now, each other one as ``previous`` (the last results) recorded it."""
+    now = {r.area: r.to_dict() for r in shown}
+    return {a: now.get(a, previous.get(a)) for a in AREAS if a in now or a in previous}
+
+
+def _head_commit() -> str | None:
+    """The checkout's commit (short), else None (not a git checkout)."""
+    argv = ["git", "rev-parse", "--short", "HEAD"]
+    try:
+        done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, check=True)
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return done.stdout.strip() or None
 
 
 def prepare_mutants(fresh: bool) -> None:
@@ -606,11 +632,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     duration = time.perf_counter() - started
 
     results = [read_area(area) for area in AREAS]
+    commit = _head_commit()
     for r in results:
         if r.area in walls:
             r.wall_s, r.date = walls[r.area]
+            r.commit = commit
         elif r.area in previous and r.checked:
             r.wall_s, r.date = previous[r.area].get("wall_s"), previous[r.area].get("date")
+            r.commit = previous[r.area].get("commit")
 
     docs = DOCS.read_text(encoding="utf-8")
     equivalents = parse_equivalents(docs)
@@ -622,10 +651,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
 
     shown = [r for r in results if r.checked]
-    table = render_table(shown)
+    rows = _rows(shown, previous)
+    table = render_table(list(rows.values()))
     print()
     print(table)
-    missing = [a for a in AREAS if a not in {r.area for r in shown}]
+    kept = [a for a in rows if a not in {r.area for r in shown}]
+    if kept:
+        print(f"as last recorded (no verdicts in mutants/): {', '.join(kept)}")
+    missing = [a for a in AREAS if a not in rows]
     if missing:
         print(f"not run yet: {', '.join(missing)}")
 
@@ -637,7 +670,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "duration_s": None if args.no_run else round(duration, 1),  # this invocation
         "wall_s_total": round(sum(r.wall_s or 0 for r in shown), 1),  # the areas' own runs
         "areas_run": [] if args.no_run else chosen,
-        "areas": {r.area: r.to_dict() for r in shown},
+        "areas": rows,
     }
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
@@ -646,7 +679,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"Generated by `make mutation` (tools/mutation.py) on {report['date'][:10]}: "
         f"{m['processor']}, {m['cpus']} CPUs, Python {m['python']}, mutmut "
         f"{m['versions']['mutmut']}. Wall time per area includes mutmut's clean run of the "
-        "area's tests."
+        "area's tests. An area without verdicts in `mutants/` (not run since it was made "
+        "afresh) keeps the row of its last run: the date and commit of that run."
     )
     DOCS.write_text(rewrite_between(docs, START, END, f"{table}\n\n{note}"), encoding="utf-8")
     if args.survivors:

@@ -150,15 +150,35 @@ def test_an_unfinished_area_is_not_ok_and_one_never_run_is_not_shown():
 def test_table_and_the_docs_block():
     result = _result(["killed"] * 9 + ["survived"])
     result.wall_s = 75
-    table = mt.render_table([result])
+    result.date, result.commit = "2026-11-28", "abc1234"
+    table = mt.render_table([result.to_dict()])
     header, rule, row = table.splitlines()
     assert header.count("|") == rule.count("|") == row.count("|")
-    assert row == "| budget | 10 | 0 | 9 | 0 | 1 | 0 | 0 | 90.0 % | yes | 1 min 15 s |"
+    assert row == (
+        "| budget | 10 | 0 | 9 | 0 | 1 | 0 | 0 | 90.0 % | yes | 1 min 15 s | 2026-11-28 `abc1234` |"
+    )
     doc = f"intro\n{mt.START}\nold table\n{mt.END}\noutro\n"
     new = mt.rewrite_between(doc, mt.START, mt.END, table)
     assert new == f"intro\n{mt.START}\n{table}\n{mt.END}\noutro\n"
     with pytest.raises(ValueError, match="markers"):
         mt.rewrite_between("no markers", mt.START, mt.END, table)
+
+
+def test_an_area_not_run_keeps_the_row_of_its_last_run():
+    """A run of some areas rewrites the table with every area: the others as the last
+    results recorded them (an older row without a commit shows its date only)."""
+    budget = _result(["killed"] * 9 + ["survived"])
+    budget.date, budget.commit = "2026-11-28", "abc1234"
+    older = {**budget.to_dict(), "label": "plan", "date": "2026-11-25", "commit": None}
+    older.pop("other")  # rows recorded before the column existed
+    previous = {"plan": older, "budget": {**older, "label": "budget"}}
+    rows = mt._rows([budget], previous)
+    assert list(rows) == ["plan", "budget"]  # AREAS order
+    assert rows["budget"] == budget.to_dict()  # this run's, not the recorded one
+    plan_row = mt.render_table([rows["plan"]]).splitlines()[-1]
+    assert plan_row.startswith("| plan | 10 |")
+    assert plan_row.endswith("| 2026-11-25 |")
+    assert mt._rows([], {}) == {}
 
 
 def test_the_docs_list_parses():
