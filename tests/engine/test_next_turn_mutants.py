@@ -481,3 +481,29 @@ def test_the_engine_next_turn_declines_a_frame_made_for_other_inputs(
     with _fresh():
         expected = call()
     _same_result(got, expected)
+
+
+def test_the_engine_next_turn_report_keeps_what_the_process_says_beyond_the_composition(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The report of a next turn composed from the last call carries the process's own
+    extras as a fresh composition's does: here the warning that ``summarize`` falls back to
+    ``drop_oldest`` (the process has no compression layer)."""
+    taken = _taken(monkeypatch)
+    engine = _plain_engine(overflow="summarize")
+    history: list[Any] = [
+        HumanMessage("q" + " word" * 300),
+        AIMessage("a" + " word" * 300),
+        HumanMessage("q2"),
+    ]
+    first = engine.compose(system_prompt="prompt", checkpoint_messages=history)
+    (warning,) = first.report.warnings
+    assert "fell back to drop_oldest" in warning
+    history = [*history, AIMessage("a2"), HumanMessage("q3" + " word" * 300)]
+    taken.clear()
+    got = engine.compose(system_prompt="prompt", checkpoint_messages=history)
+    assert taken == [True]
+    assert got.report.warnings == (warning,)
+    with _fresh():
+        fresh = engine.compose(system_prompt="prompt", checkpoint_messages=history)
+    _same_result(got, fresh)
