@@ -23,7 +23,7 @@ import dataclasses
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import repeat
-from operator import is_
+from operator import attrgetter, is_
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
@@ -1400,11 +1400,14 @@ def _advance_turn(
     return NextTurn(messages, report, kept, dropped, layers)
 
 
+_type_of = attrgetter("type")
+
+
 def _holds_input(kept: Sequence[BaseMessage]) -> bool:
     """Whether ``kept``, the newest messages of a history, hold its input: the newest
     message of type 'human' (`_checkpoint_input`). Not whenever they start on a
     HumanMessage: a `HumanMessageChunk` is one, of another type."""
-    return any(message.type == "human" for message in reversed(kept))
+    return "human" in map(_type_of, reversed(kept))
 
 
 def _cut_next(

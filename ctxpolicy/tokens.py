@@ -21,10 +21,9 @@ import binascii
 import hashlib
 import json
 import threading
-from collections import OrderedDict
 from collections.abc import Hashable, Iterable, Mapping
 from importlib import resources
-from itertools import repeat
+from itertools import islice, repeat
 from operator import is_
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -216,20 +215,22 @@ def _approximate_count(text: str) -> int:
 
 
 class _BoundedCache:
-    """A dict with a size bound (oldest entry evicted first). Reads are lock-free.
+    """A dict with a size bound (oldest entries evicted first). Reads are lock-free.
 
-    An `OrderedDict`, not a dict: a full cache evicts on every new entry, and a dict
-    deleting its first entry again and again makes ``next(iter(data))`` step over every
-    entry deleted since the dict last resized, thousands once a long-running process
-    has filled the cache; ``popitem(last=False)`` takes the oldest directly.
+    A full cache evicts its oldest `_evict` entries at once (a sixteenth of it), not one
+    per new entry: a dict that deletes its first entry again and again makes each
+    ``next(iter(data))`` step over every entry deleted since it last resized, thousands
+    once a long-running process has filled the cache. (An `OrderedDict` pops its oldest
+    entry directly, but every insertion then runs its own bookkeeping, on every count.)
     """
 
-    __slots__ = ("_data", "_lock", "_maxsize")
+    __slots__ = ("_data", "_evict", "_lock", "_maxsize")
 
     def __init__(self, maxsize: int) -> None:
-        self._data: OrderedDict[Hashable, int] = OrderedDict()
+        self._data: dict[Hashable, int] = {}
         self._lock = threading.Lock()
         self._maxsize = maxsize
+        self._evict = max(1, maxsize // 16)
 
     def get(self, key: Hashable) -> int | None:
         return self._data.get(key)
@@ -238,7 +239,8 @@ class _BoundedCache:
         with self._lock:
             data = self._data
             if len(data) >= self._maxsize and key not in data:
-                data.popitem(last=False)
+                for oldest in list(islice(data, self._evict)):
+                    del data[oldest]
             data[key] = value
 
     def __len__(self) -> int:

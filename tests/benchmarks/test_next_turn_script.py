@@ -38,7 +38,8 @@ def test_full_cache_times_next_turns_with_the_message_cache_at_its_bound(
     tok.clear_cache()
     figures = module.run(100, turns=4, mode="in-place", full_cache=True)
     assert figures["next_turn_us"] > 0
-    assert len(tok._message_counts) == tok._message_counts._maxsize
+    cache = tok._message_counts  # full: it evicts a sixteenth of itself at a time
+    assert cache._maxsize - cache._evict < len(cache) <= cache._maxsize
     tok.clear_cache()
 
 
