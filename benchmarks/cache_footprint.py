@@ -5,8 +5,10 @@ append (a new list of every message, the old one freed). That copy passes over s
 6 MB of message headers and evicts the 2 MiB L2 cache of the machines this runs on, so
 the call that follows fetches every line it touches from further away. A next turn then
 costs what it touches, not only what it executes, and a timer on a noisy machine cannot
-say which. Callgrind simulates the caches instruction by instruction: the same run
-gives the same counts on any machine.
+say which. Callgrind simulates the caches instruction by instruction: the counts do not
+depend on the machine's load or speed, and with the worker's hash seed fixed two runs of
+the same checkout give the same counts (with a random seed, dict layouts moved them by
+some 50 lines).
 
 For each contender (ctxpolicy's next turn through ``PolicyEngine.compose``; `FloorTurn`
 from ``next_turn.py``, a next turn reduced to its essential steps; encoding the 2 new
@@ -31,6 +33,7 @@ from __future__ import annotations
 import argparse
 import json
 import operator
+import os
 import shutil
 import subprocess
 import sys
@@ -122,8 +125,14 @@ def trace(contender: str, n: int, folder: Path) -> dict[str, float]:
         "-n",
         str(n),
     ]
+    env = {**os.environ, "PYTHONHASHSEED": "0"}  # the same dict layouts every run
     with subprocess.Popen(
-        argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+        argv,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        env=env,
     ) as process:
         assert process.stdin is not None and process.stdout is not None
         if process.stdout.readline().strip() != "ready":
