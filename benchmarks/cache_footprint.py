@@ -6,9 +6,9 @@ append (a new list of every message, the old one freed). That copy passes over s
 the call that follows fetches every line it touches from further away. A next turn then
 costs what it touches, not only what it executes, and a timer on a noisy machine cannot
 say which. Callgrind simulates the caches instruction by instruction: the counts do not
-depend on the machine's load or speed, and with the worker's hash seed fixed two runs of
-the same checkout give the same counts (with a random seed, dict layouts moved them by
-some 50 lines).
+depend on the machine's load or speed. With the worker's hash seed fixed, two runs of
+the same checkout give the same counts; another checkout (its paths are other strings)
+moves them by a few dozen lines, and so did a random seed (dict layouts).
 
 For each contender (ctxpolicy's next turn through ``PolicyEngine.compose``; `FloorTurn`
 from ``next_turn.py``, a next turn reduced to its essential steps; encoding the 2 new
