@@ -55,8 +55,12 @@ LL_BYTES = 2 << 20
 LL_OPTION = f"--LL={LL_BYTES},16,64"
 CONTENDERS = ("ctxpolicy", "floor", "encode")
 #: callgrind's event names -> ours (per turn)
-EVENTS = {"Ir": "instructions", "ILmr": "code lines", "DLmr": "data lines read"}
-EVENTS["DLmw"] = "data lines written"
+EVENTS = {
+    "Ir": "instructions",
+    "ILmr": "code lines",
+    "DLmr": "data lines read",
+    "DLmw": "data lines written",
+}
 
 
 def worker(contender: str, n: int) -> None:

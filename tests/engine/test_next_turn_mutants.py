@@ -38,6 +38,7 @@ from ctxpolicy.tokens import get_tokenizer
 
 from .test_next_turn_path import (
     TOOL_CALL,
+    _and_fresh,
     _compose_twice,
     _exchanges,
     _fresh,
@@ -181,9 +182,7 @@ def test_a_view_shorter_than_its_list_is_advanced_over_its_own_messages() -> Non
     def call() -> Any:
         return compose_layers(plan, system_prompt="prompt", checkpoint_messages=view)
 
-    got = call()
-    with _fresh():
-        expected = call()
+    got, expected = _and_fresh(call)
     _same_composition(got, expected)
     assert got.kept_history[-1] is items[5]
 
@@ -239,9 +238,7 @@ def test_an_edit_to_the_unit_the_walk_stopped_at_is_seen_on_a_later_turn() -> No
     def call() -> Any:
         return compose_layers(plan, system_prompt="prompt", checkpoint_messages=history)
 
-    got = call()
-    with _fresh():
-        expected = call()
+    got, expected = _and_fresh(call)
     _same_composition(got, expected)
     assert got.kept_history[0] is history[0]
 
@@ -265,9 +262,7 @@ def test_a_walk_a_next_turn_advanced_serves_the_general_fit_after_a_change(
     def call() -> Any:
         return compose_layers(plan, system_prompt="short", checkpoint_messages=history)
 
-    got = call()
-    with _fresh():
-        expected = call()
+    got, expected = _and_fresh(call)
     _same_composition(got, expected)
     assert len(before.dropped_history) > len(got.dropped_history) > 0
 
@@ -477,9 +472,7 @@ def test_the_engine_next_turn_declines_a_frame_made_for_other_inputs(
     def call() -> Any:
         return engine.compose(system_prompt="prompt", checkpoint_messages=history)
 
-    got = call()
-    with _fresh():
-        expected = call()
+    got, expected = _and_fresh(call)
     _same_result(got, expected)
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -204,9 +204,7 @@ def test_the_engine_next_turn_gives_what_a_fresh_composition_gives(
         def call(kwargs: dict[str, Any] = kwargs) -> Any:
             return _outcome(lambda: engine.compose(**kwargs))
 
-        got = call()
-        with _fresh():
-            expected = call()
+        got, expected = _and_fresh(call)
         _same_result(got, expected)
         if edit_returned and isinstance(got, ComposeResult) and got.messages:
             got.messages[0].content = f"{got.messages[0].content} (changed by the caller)"
@@ -244,9 +242,7 @@ def test_compose_layers_next_turn_gives_the_fresh_composition(
                 )
             )
 
-        got = call()
-        with _fresh():
-            expected = call()
+        got, expected = _and_fresh(call)
         _same_composition(got, expected)
         if isinstance(expected, Exception):
             continue
@@ -398,6 +394,14 @@ def _plan(**overrides: Any) -> Any:
     return _plain_engine(**overrides).plan()
 
 
+def _and_fresh(call: Callable[[], Any]) -> tuple[Any, Any]:
+    """What ``call`` returns now, and what it returns with no walk or frame remembered."""
+    got = call()
+    with _fresh():
+        expected = call()
+    return got, expected
+
+
 def _compose_twice(
     plan: Any, first: list[Any], appended: list[Any], **kwargs: Any
 ) -> tuple[Any, Any]:
@@ -412,10 +416,7 @@ def _compose_twice(
             )
         )
 
-    got = call()
-    with _fresh():
-        expected = call()
-    return got, expected
+    return _and_fresh(call)
 
 
 def _same_composition(got: Any, expected: Any) -> None:
@@ -569,9 +570,7 @@ def test_a_walk_left_for_the_next_turn_serves_the_general_fit_after_a_change() -
     def call() -> Any:
         return compose_layers(plan, system_prompt="short", checkpoint_messages=history)
 
-    got = call()
-    with _fresh():
-        expected = call()
+    got, expected = _and_fresh(call)
     _same_composition(got, expected)
     assert len(before.dropped_history) > len(got.dropped_history) > 0
 
