@@ -272,6 +272,23 @@ def test_a_full_count_cache_evicts_oldest_first_entry_after_entry():
     assert encoding.calls == ["t0", "t7"]
 
 
+def test_a_full_count_cache_evicts_its_oldest_sixteenth_at_once():
+    """A full cache drops its oldest sixteenth in one go (not one entry per new text: a
+    dict deleting its first entry again and again slows every later eviction)."""
+    encoding = CountingEncoding()
+    tokenizer = Tokenizer("fake", encoding=encoding, cache_size=32)
+    texts = [f"t{i}" for i in range(33)]
+    for text in texts:
+        tokenizer.count(text)
+    assert len(tokenizer._text_counts) == 31  # 32, then t0 and t1 out, t32 in
+    encoding.calls.clear()
+    for text in texts[2:]:
+        tokenizer.count(text)
+    assert encoding.calls == []
+    tokenizer.count("t1")
+    assert encoding.calls == ["t1"]
+
+
 def test_count_rejects_non_text():
     with pytest.raises(TypeError, match="text must be a str, got int"):
         get_tokenizer("cl100k_base").count(3)  # type: ignore[arg-type]
