@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import repeat
 from operator import attrgetter, is_
@@ -41,7 +41,7 @@ from ctxpolicy.history import (
     latest_walk,
 )
 from ctxpolicy.layers import BLOCK_SUFFIX, CHECKPOINT_MESSAGES, COMPRESSION
-from ctxpolicy.next_turn import advance_walk
+from ctxpolicy.next_turn import KeptPart, advance_walk
 from ctxpolicy.report import (
     NO_EXTRAS,
     ComposeReport,
@@ -50,6 +50,7 @@ from ctxpolicy.report import (
     ReportExtras,
     SkippedCollector,
     build_report,
+    plan_warnings,
 )
 from ctxpolicy.tokens import Tokenizer, get_tokenizer
 
@@ -466,6 +467,11 @@ class _Frame:
     #: the history layer when a call's next turn can be composed from it (`_next_turn`),
     #: else None (`_turn_layer`)
     turn_layer: PlannedLayer | None
+    #: whether a call given only a system prompt and a history may take this frame's
+    #: next turn (`compose_next_turn`): a frame with a turn layer and no values, sources
+    #: as such a call gives them, nothing reserved, caps not redistributed, and the input
+    #: taken from the history
+    plain_turns: bool
     #: the last caps a history moved the frame's to, with the layers fitted to them (a
     #: one-item list: the frame's one mutable part, replaced whole; see `_call_caps`)
     refit: list[tuple[Mapping[str, int], Mapping[str, _Fitted | None]] | None]
@@ -551,6 +557,7 @@ def _make_frame(
     caps = call_caps(plan, demands)
     layer_sources = {layer.name: _source(layer, values, sources) for layer in plan.layers}
     built = {name: _built_of(text[2], text[1]) for name, text in texts.items()}
+    turn_layer = _turn_layer(plan, query_free=query_free)
     return _Frame(
         plan=plan,
         system_prompt=call.system_prompt,
@@ -570,7 +577,13 @@ def _make_frame(
         contexts={k: v for k, v in values.items() if v},
         query_free=query_free,
         tokenizer=call.tokenizer,
-        turn_layer=_turn_layer(plan, query_free=query_free),
+        turn_layer=turn_layer,
+        plain_turns=turn_layer is not None
+        and not values
+        and sources == {}
+        and not call.reserved
+        and not plan.redistribute
+        and plan.query_path == "checkpoint",
         refit=[None],
     )
 
@@ -1127,6 +1140,9 @@ class _TurnLayers(NamedTuple):
     after_layers: tuple[str, ...]
     #: the tokens of ``before`` and ``after``
     tokens: int
+    #: the report's warnings before the engine's (`ctxpolicy.report.plan_warnings`): the
+    #: history adds none (a next turn's dropped leading units are a note, not a repair)
+    warnings: tuple[str, ...]
 
 
 def _turn_layers(
@@ -1163,6 +1179,7 @@ def _turn_layers(
         tuple(names[0]),
         tuple(names[1]),
         tokens,
+        plan_warnings(call.plan, others),
     )
 
 
@@ -1254,9 +1271,18 @@ class NextTurn(NamedTuple):
     report: ComposeReport
     #: the history sent
     kept: tuple[BaseMessage, ...]
-    #: the older history that did not fit (a read-only view of the input)
-    dropped: Sequence[BaseMessage]
     layers: _TurnLayers
+    #: the call's history, or the caller's list, as `_advance_turn` was given it
+    history: Sequence[Any]
+    #: where the kept part starts in ``history``
+    cut: int
+    #: what the caller calls ``history`` (see `ctxpolicy.history.as_messages`)
+    argument: str | None
+
+    @property
+    def dropped(self) -> Sequence[BaseMessage]:
+        """The older history that did not fit (a read-only view of the input)."""
+        return MessagesView(self.history, self.cut, argument=self.argument)
 
 
 def compose_next_turn(
@@ -1275,13 +1301,14 @@ def compose_next_turn(
     What `compose_call` composes for the same call (``request_summary=False``, the input
     the history's newest HumanMessage), reached without checking a `ComposeCall` first:
     the engine's plain path (`ctxpolicy.engine.PolicyEngine.compose`) tries it before
-    anything else, once the system prompt and query are checked. Only for plans whose
+    anything else, and checks its arguments only when it declines (it takes none that a
+    check would refuse: a system prompt equal to the frame's string). Only for plans whose
     caps are not redistributed (else the history moves the caps) and whose input comes
     from the history.
 
     Args:
         plan: The call's plan (``query: checkpoint``, no redistribution).
-        system_prompt: The call's system prompt (checked: a string).
+        system_prompt: The call's system prompt (anything but a string: None).
         history: The caller's list of messages (anything else: None).
         argument: What the caller calls it (as `ctxpolicy.history.as_messages` names it
             in the error about an item that is no message).
@@ -1291,16 +1318,13 @@ def compose_next_turn(
     frame = _plan_frame(get_tokenizer(plan.tokenizer), plan)
     if (
         frame is None
-        or frame.turn_layer is None
-        or frame.values
-        or frame.sources != {}
-        or frame.reserved
+        or not frame.plain_turns
+        or type(system_prompt) is not str
         or frame.system_prompt != system_prompt
         or type(history) is not list
     ):
         return None
-    if plan.redistribute or plan.query_path != "checkpoint":
-        return None
+    assert frame.turn_layer is not None  # a frame of plain turns has one
     name = frame.turn_layer.name
     return _advance_turn(
         plan,
@@ -1378,26 +1402,81 @@ def _advance_turn(
         else plan.query_path == "runtime" or _holds_input(kept)
     ):
         return None  # the general way raises
-    dropped = MessagesView(history, part.cut, argument=argument)
-    tally = LayerTally(
-        layer, list(kept), part.tokens, demand, cap, [], [part.note] if part.note else [], "history"
-    )
-    if part.cut:
-        _cut_next(tok, tally, dropped, part.dropped_counts)
-    else:  # the whole history is kept: it asks for what it uses
-        tally.demand = max(demand, part.tokens)
     tok.remember_walk(walk, replacing=previous)
     messages = (*layers.before, *kept, *layers.after)
+    draft = _HistoryDraft(tok, layer, kept, part, demand, cap, history, argument)
     report = build_report(
         plan,
-        {**layers.tallies, name: tally},
+        _TurnTallies(layers.tallies, name, draft),
         total=total,
         messages=messages,
         notes=notes,
         summarized=False,
         extras=extras,
+        warnings=layers.warnings,
     )
-    return NextTurn(messages, report, kept, dropped, layers)
+    return NextTurn(messages, report, kept, layers, history, part.cut, argument)
+
+
+class _TurnTallies(Mapping[str, LayerTally]):
+    """A next turn's tallies (`_advance_turn`): the other layers' as its last call left
+    them, and the history's, made when first read (`_history_tally`).
+
+    The report reads a layer's tally only when that layer's report is first read
+    (`ctxpolicy.report.LayerReports`), and most calls read none: the history's demand
+    and cut are then never worked out (docs/design.md, on the next turn).
+    """
+
+    __slots__ = ("_draft", "_history", "_name", "_others")
+
+    def __init__(self, others: Mapping[str, LayerTally], name: str, draft: _HistoryDraft) -> None:
+        self._others, self._name, self._draft = others, name, draft
+        self._history: LayerTally | None = None
+
+    def __getitem__(self, name: str) -> LayerTally:
+        if name != self._name:
+            return self._others[name]
+        tally = self._history
+        if tally is None:
+            tally = self._history = _history_tally(self._draft)
+        return tally
+
+    def __iter__(self) -> Iterator[str]:
+        yield from self._others
+        yield self._name
+
+    def __len__(self) -> int:
+        return len(self._others) + 1
+
+
+class _HistoryDraft(NamedTuple):
+    """What a next turn's history tally is made of (`_history_tally`)."""
+
+    tok: Tokenizer
+    layer: PlannedLayer
+    kept: tuple[BaseMessage, ...]
+    part: KeptPart
+    demand: int
+    cap: int
+    #: the call's history, or the caller's list (``argument``: what the caller calls it)
+    history: Sequence[Any]
+    argument: str | None
+
+
+def _history_tally(draft: _HistoryDraft) -> LayerTally:
+    """The history's tally of a next turn (`_advance_turn`): what `_fit_history_layer`
+    and `_cut_dropped` record. The dropped part is counted, past the counts the walk
+    made, from the history as it is when this runs (as `NextTurn.dropped` reads it)."""
+    tok, layer, kept, part, demand, cap, history, argument = draft
+    tally = LayerTally(
+        layer, list(kept), part.tokens, demand, cap, [], [part.note] if part.note else [], "history"
+    )
+    if part.cut:
+        dropped = MessagesView(history, part.cut, argument=argument)
+        _cut_next(tok, tally, dropped, part.dropped_counts)
+    else:  # the whole history is kept: it asks for what it uses
+        tally.demand = max(demand, part.tokens)
+    return tally
 
 
 _type_of = attrgetter("type")

@@ -915,11 +915,11 @@ class PolicyEngine:
         recall, summary, curation, references nor memory).
 
         Checks the same arguments, with the same functions, in the same order as
-        `_prepare`, so a bad one raises the same error.
+        `_prepare`, so a bad one raises the same error. A next turn is tried first: it
+        takes only a system prompt equal to its frame's (a string) and no query, and
+        declines anything else, which is then checked.
         """
         plan = facts.plan
-        check_system_prompt(system_prompt)
-        _check_query(query)
         if facts.next_turns and query is None and checkpoint_messages is not None:
             turn = compose_next_turn(
                 plan,
@@ -931,6 +931,8 @@ class PolicyEngine:
             )
             if turn is not None:
                 return ComposeResult(list(turn.messages), turn.report, {})
+        check_system_prompt(system_prompt)
+        _check_query(query)
         stored = _stored_history(facts.takes_history, _NO_STATE, checkpoint_messages)
         message = check_query_path(plan, query, stored)
         inputs = ComposeCall(  # positional: see `_prepare`

@@ -66,7 +66,10 @@ def _new_units(
 def _parsed_units(
     items: Sequence[Any], end: int, length: int, *, max_tokens: int, count: Callable[..., int]
 ) -> tuple[list[_Unit], int] | None:
-    """`_new_units` of a part holding other messages (tool calls, their results)."""
+    """`_new_units` of a part holding other messages (tool calls, their results): None
+    unless all are messages (the walk reads them as given)."""
+    if not _all_messages(items[end:length]):
+        return None
     tail = _walk_units(items, max_tokens=max_tokens, count=count, end=length, floor=end)
     if tail.stopped or tail.end != end or tail.older_notes:
         return None  # it fills the budget, a unit spans the old end, or a repair
@@ -115,7 +118,7 @@ def advance_walk(
         layers: What the new walk carries for the turn after (`TurnWalk.layers`).
     """
     end = previous.end
-    if not (_unchanged(previous, items, length) and _all_messages(items[end:length])):
+    if not _unchanged(previous, items, length):
         return None
     parsed = _new_units(items, end, length, max_tokens=max_tokens, count=count)
     if parsed is None:

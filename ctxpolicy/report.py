@@ -574,6 +574,7 @@ def build_report(
     notes: Mapping[str, Sequence[str]],
     summarized: bool,
     extras: ReportExtras = NO_EXTRAS,
+    warnings: tuple[str, ...] | None = None,
 ) -> ComposeReport:
     """The report of one composition: every layer of the policy order, in order.
 
@@ -588,14 +589,12 @@ def build_report(
         notes: Notes about the call's inputs, per layer (ignored values, ...).
         summarized: Whether this composition asks for a summary.
         extras: What the engine knows about the call.
+        warnings: `plan_warnings` of ``plan`` and ``tallies`` when the caller has them
+            (a next turn: its last call's); None: made here.
     """
     order = plan.order or plan.names
-    warnings = list(plan.warnings)
-    for name in order:
-        tally = tallies.get(name)
-        if tally is not None and tally.repairs:
-            warnings.append(f"{name}: history repaired: {'; '.join(tally.repairs)}")
-    warnings.extend(extras.warnings)
+    if warnings is None:
+        warnings = plan_warnings(plan, tallies)
     # positional (in field order): a frozen dataclass sets keyword arguments more slowly
     return ComposeReport(
         plan.process,
@@ -606,9 +605,20 @@ def build_report(
         LayerReports(order, _layer_maker(plan, tallies, order, notes, extras)),
         extras.skipped,
         PrefixHashes(messages),
-        tuple(warnings),
+        (*warnings, *extras.warnings) if extras.warnings else warnings,
         summarized or extras.summarized,
     )
+
+
+def plan_warnings(plan: LayerPlan, tallies: Mapping[str, LayerTally]) -> tuple[str, ...]:
+    """The warnings of a composition before the engine's (`ReportExtras.warnings`): the
+    plan's, then each layer's repairs, in the policy order."""
+    warnings = list(plan.warnings)
+    for name in plan.order or plan.names:
+        tally = tallies.get(name)
+        if tally is not None and tally.repairs:
+            warnings.append(f"{name}: history repaired: {'; '.join(tally.repairs)}")
+    return tuple(warnings)
 
 
 def _layer_maker(
@@ -655,6 +665,7 @@ __all__ = [
     "canonical_message",
     "common_prefix",
     "curation_note",
+    "plan_warnings",
     "prefix_hashes",
     "recall_note",
 ]
