@@ -1468,9 +1468,10 @@ def _history_tally(draft: _HistoryDraft) -> LayerTally:
     and `_cut_dropped` record. The dropped part is counted, past the counts the walk
     made, from the history as it is when this runs (as `NextTurn.dropped` reads it)."""
     tok, layer, kept, part, demand, cap, history, argument = draft
-    tally = LayerTally(
-        layer, list(kept), part.tokens, demand, cap, [], [part.note] if part.note else [], "history"
-    )
+    tally = LayerTally(layer, list(kept), part.tokens, demand, cap, [], [], "history")
+    note = part.note
+    if note:
+        tally.notes.append(note)
     if part.cut:
         dropped = MessagesView(history, part.cut, argument=argument)
         _cut_next(tok, tally, dropped, part.dropped_counts)

@@ -80,15 +80,35 @@ def _parsed_units(
 
 
 class KeptPart(NamedTuple):
-    """What an advanced walk keeps, once its kept part starts on a HumanMessage."""
+    """What an advanced walk keeps, once its kept part starts on a HumanMessage.
+
+    Its `note` and `dropped_counts` are worked out when read: only the history's report
+    reads them (`ctxpolicy.compose`), and most calls read no report.
+    """
 
     #: where the kept part starts (past the leading units that are not a HumanMessage)
     cut: int
     tokens: int
-    #: the note of dropping those leading units (None: none were)
-    note: str | None
-    #: ``HistoryFit.dropped_counts``
-    dropped_counts: tuple[int, ...]
+    #: the walk's units, oldest first
+    units: tuple[_Unit, ...]
+    #: how many of the oldest ``units`` are dropped so that the kept part starts on a
+    #: HumanMessage
+    lead: int
+    #: the unit the walk stopped at (None: none)
+    over: _Unit | None
+    #: the length of the history walked
+    end: int
+
+    @property
+    def note(self) -> str | None:
+        """The note of dropping the ``lead`` units (None: none were)."""
+        return _lead_note(self.units[: self.lead]) if self.lead else None
+
+    @property
+    def dropped_counts(self) -> tuple[int, ...]:
+        """``HistoryFit.dropped_counts``: the walk's counts of the messages right before
+        the kept part, newest first."""
+        return _counted_before(self.units, self.lead, self.over, self.end)
 
 
 def advance_walk(
@@ -162,6 +182,8 @@ def advance_walk(
     return walk, KeptPart(
         units[lead][0] if lead < len(units) else length,
         prefix[-1] - prefix[lead],
-        _lead_note(units[:lead]) if lead else None,
-        _counted_before(units, lead, over, length),
+        units,
+        lead,
+        over,
+        length,
     )
