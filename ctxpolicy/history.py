@@ -653,6 +653,11 @@ AnyWalk = HistoryWalk | TurnWalk
 """What `fit_history` can reuse: a walk of its own or a composition's."""
 
 
+#: the sequences `_items_as_given` reads as they are (a constant: ``list | tuple`` would
+#: build a union on every call)
+_AS_GIVEN = (list, tuple)
+
+
 def _items_as_given(messages: Sequence[BaseMessage]) -> Sequence[Any] | None:
     """The caller's list or tuple behind ``messages`` when read as it is, else None.
 
@@ -662,7 +667,7 @@ def _items_as_given(messages: Sequence[BaseMessage]) -> Sequence[Any] | None:
         if messages._shown:
             return None
         messages = messages._items
-    return messages if isinstance(messages, list | tuple) else None
+    return messages if isinstance(messages, _AS_GIVEN) else None
 
 
 def _all_messages(items: Sequence[Any]) -> bool:
