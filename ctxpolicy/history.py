@@ -652,6 +652,9 @@ class TurnWalk(NamedTuple):
 AnyWalk = HistoryWalk | TurnWalk
 """What `fit_history` can reuse: a walk of its own or a composition's."""
 
+#: `AnyWalk`'s types, for ``isinstance`` (a union there is built again on every call)
+_WALKS = (HistoryWalk, TurnWalk)
+
 
 #: the sequences `_items_as_given` reads as they are (a constant: ``list | tuple`` would
 #: build a union on every call)
@@ -702,7 +705,7 @@ def latest_walk(walks: Iterable[object], messages: Sequence[BaseMessage]) -> Any
     length = len(messages)
     for walk in walks:
         if (
-            isinstance(walk, HistoryWalk | TurnWalk)
+            isinstance(walk, _WALKS)
             and walk.window
             and length >= walk.end
             and items[walk.end - 1] is walk.window[-1]
