@@ -29,8 +29,10 @@ from langchain_core.messages import (
     ToolMessage,
 )
 
+import ctxpolicy.compose as compose_module
 import ctxpolicy.next_turn as next_turn_module
 from ctxpolicy.compose import compose_layers, compose_next_turn
+from ctxpolicy.errors import QueryPathError
 from ctxpolicy.history import MessagesView, TurnWalk, fit_history
 from ctxpolicy.next_turn import advance_walk
 from ctxpolicy.report import NO_EXTRAS
@@ -500,3 +502,80 @@ def test_the_engine_next_turn_report_keeps_what_the_process_says_beyond_the_comp
     with _fresh():
         fresh = engine.compose(system_prompt="prompt", checkpoint_messages=history)
     _same_result(got, fresh)
+
+
+def test_a_next_turn_works_out_its_history_report_only_when_it_is_read(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The history's tally of a next turn (its demand, cut and notes) is made when its
+    report is first read, once; the report is then the one of its call, though the caller
+    appended to its list in place since (the dropped part it counts is the list's prefix)."""
+    taken = _taken(monkeypatch)
+    made: list[object] = []
+    make = compose_module._history_tally
+
+    def recording(draft: Any) -> Any:
+        made.append(draft)
+        return make(draft)
+
+    monkeypatch.setattr(compose_module, "_history_tally", recording)
+    engine = _plain_engine()
+    history: list[Any] = [*_exchanges(12, 40), HumanMessage("the input")]
+    engine.compose(system_prompt="prompt", checkpoint_messages=history)
+    history.extend([AIMessage("an answer" + " word" * 40), HumanMessage("next")])
+    as_called = list(history)
+    taken.clear()
+    got = engine.compose(system_prompt="prompt", checkpoint_messages=history)
+    assert taken == [True]
+    assert made == []
+    history.extend([AIMessage("a later answer"), HumanMessage("a later question")])
+    report = got.report.layers.named("checkpoint_messages")
+    assert len(made) == 1
+    assert report.cuts and report.cuts[0].action == "dropped_oldest"
+    assert got.report.layers.named("checkpoint_messages") is report
+    assert len(made) == 1
+    with _fresh():
+        fresh = engine.compose(system_prompt="prompt", checkpoint_messages=as_called)
+    _same_result(got, fresh)
+
+
+class _EqualToThePrompt:
+    """Not a string, yet equal to the prompt the frame was made with."""
+
+    def __eq__(self, other: object) -> bool:
+        return other == "prompt"
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error"),
+    [
+        ({"system_prompt": 5}, TypeError),
+        ({"system_prompt": _EqualToThePrompt()}, TypeError),
+        ({"system_prompt": "prompt", "query": 5}, TypeError),
+        ({"system_prompt": "prompt", "query": "a runtime query"}, QueryPathError),
+    ],
+    ids=["a number", "an object equal to the prompt", "a query not a string", "a query"],
+)
+def test_the_engine_next_turn_takes_no_argument_a_fresh_call_refuses(
+    monkeypatch: pytest.MonkeyPatch, kwargs: dict[str, Any], error: type[Exception]
+) -> None:
+    """The engine tries a next turn before it checks its arguments: a next turn that
+    would otherwise be taken declines a system prompt that is not a string (even one equal
+    to the frame's) and any query, which then raise as on a fresh call."""
+    taken = _taken(monkeypatch)
+    engine = _plain_engine()
+    history: list[Any] = [*_exchanges(2, 10), HumanMessage("the input")]
+    engine.compose(system_prompt="prompt", checkpoint_messages=history)
+    history = [*history, AIMessage("an answer"), HumanMessage("next")]
+    taken.clear()
+    with pytest.raises(error) as raised:
+        engine.compose(checkpoint_messages=history, **kwargs)
+    assert not any(taken)
+    with _fresh(), pytest.raises(error) as fresh:
+        engine.compose(checkpoint_messages=history, **kwargs)
+    assert str(raised.value) == str(fresh.value)
+    taken.clear()
+    engine.compose(system_prompt="prompt", checkpoint_messages=history)
+    assert taken == [True]
