@@ -1404,7 +1404,7 @@ def _advance_turn(
         return None  # the general way raises
     tok.remember_walk(walk, replacing=previous)
     messages = (*layers.before, *kept, *layers.after)
-    draft = _HistoryDraft(tok, layer, kept, part, demand, cap, history, argument)
+    draft = _HistoryDraft(tok, layer, kept, part, demand, cap, history)
     report = build_report(
         plan,
         _TurnTallies(layers.tallies, name, draft),
@@ -1420,26 +1420,21 @@ def _advance_turn(
 
 class _TurnTallies(Mapping[str, LayerTally]):
     """A next turn's tallies (`_advance_turn`): the other layers' as its last call left
-    them, and the history's, made when first read (`_history_tally`).
+    them, and the history's, made when read (`_history_tally`).
 
     The report reads a layer's tally only when that layer's report is first read
     (`ctxpolicy.report.LayerReports`), and most calls read none: the history's demand
     and cut are then never worked out (docs/design.md, on the next turn).
     """
 
-    __slots__ = ("_draft", "_history", "_name", "_others")
+    __slots__ = ("_draft", "_name", "_others")
 
     def __init__(self, others: Mapping[str, LayerTally], name: str, draft: _HistoryDraft) -> None:
         self._others, self._name, self._draft = others, name, draft
-        self._history: LayerTally | None = None
 
     def __getitem__(self, name: str) -> LayerTally:
-        if name != self._name:
-            return self._others[name]
-        tally = self._history
-        if tally is None:
-            tally = self._history = _history_tally(self._draft)
-        return tally
+        # made on each read: the report reads it once, and keeps the layer report it makes
+        return _history_tally(self._draft) if name == self._name else self._others[name]
 
     def __iter__(self) -> Iterator[str]:
         yield from self._others
@@ -1458,22 +1453,23 @@ class _HistoryDraft(NamedTuple):
     part: KeptPart
     demand: int
     cap: int
-    #: the call's history, or the caller's list (``argument``: what the caller calls it)
+    #: the call's history, or the caller's list
     history: Sequence[Any]
-    argument: str | None
 
 
 def _history_tally(draft: _HistoryDraft) -> LayerTally:
     """The history's tally of a next turn (`_advance_turn`): what `_fit_history_layer`
     and `_cut_dropped` record. The dropped part is counted, past the counts the walk
     made, from the history as it is when this runs (as `NextTurn.dropped` reads it)."""
-    tok, layer, kept, part, demand, cap, history, argument = draft
+    tok, layer, kept, part, demand, cap, history = draft
     tally = LayerTally(layer, list(kept), part.tokens, demand, cap, [], [], "history")
     note = part.note
     if note:
         tally.notes.append(note)
     if part.cut:
-        dropped = MessagesView(history, part.cut, argument=argument)
+        # the count stops within the walked units (the lead units and the one the walk
+        # stopped at exceed the cap's room), all messages: no item is converted or named
+        dropped = MessagesView(history, part.cut)
         _cut_next(tok, tally, dropped, part.dropped_counts)
     else:  # the whole history is kept: it asks for what it uses
         tally.demand = max(demand, part.tokens)

@@ -579,3 +579,54 @@ def test_the_engine_next_turn_takes_no_argument_a_fresh_call_refuses(
     taken.clear()
     engine.compose(system_prompt="prompt", checkpoint_messages=history)
     assert taken == [True]
+
+
+@pytest.mark.parametrize("stopped_at_a_tool_unit", [True, False])
+def test_the_history_report_of_a_next_turn_is_a_fresh_calls(
+    monkeypatch: pytest.MonkeyPatch, stopped_at_a_tool_unit: bool
+) -> None:
+    """The history's report of a next turn, read: its demand and cut as a fresh call's when
+    the walk stopped at a tool unit (whose messages the walk has no single count for, so
+    the dropped part is counted from the messages), and its demand when the whole history
+    is kept (what it uses)."""
+    taken = _taken(monkeypatch)
+    engine = _plain_engine()
+    history: list[Any] = [
+        _sized(HumanMessage, 40, "an old question"),
+        AIMessage("", tool_calls=[TOOL_CALL]),
+        ToolMessage(" word" * 300, tool_call_id=TOOL_CALL["id"]),
+        _sized(HumanMessage, 100, "a question"),
+        _sized(AIMessage, 100, "an answer"),
+        _sized(HumanMessage, 100, "the input"),
+    ]
+    if not stopped_at_a_tool_unit:
+        history = history[3:]
+    engine.compose(system_prompt="prompt", checkpoint_messages=history)
+    history = [*history, _sized(AIMessage, 20, "ok"), _sized(HumanMessage, 20, "next")]
+    taken.clear()
+    got, fresh = _and_fresh(
+        lambda: engine.compose(system_prompt="prompt", checkpoint_messages=history)
+    )
+    assert taken[0] is True  # the fresh call after it declines: no walk remembered
+    report = got.report.layers.named("checkpoint_messages")
+    if stopped_at_a_tool_unit:
+        assert report.cuts[0].messages == 3
+    else:
+        assert (report.cuts, report.demand) == ((), report.tokens)
+    _same_result(got, fresh)
+
+
+def test_a_next_turns_tallies_are_a_mapping_of_every_included_layer() -> None:
+    """`_TurnTallies` reads as the mapping the general path gives `build_report`: the
+    other layers' tallies, then the history's."""
+    engine = _plain_engine(block=True)
+    history: list[Any] = [*_exchanges(2, 10), HumanMessage("the input")]
+    engine.compose(system_prompt="prompt", checkpoint_messages=history)
+    walk = _turn_walk()
+    draft = compose_module._HistoryDraft(
+        TOKENIZER, engine.plan().get("checkpoint_messages"), (), None, 0, CAP, history
+    )
+    tallies = compose_module._TurnTallies(walk.layers.tallies, "checkpoint_messages", draft)
+    assert list(tallies) == [*walk.layers.tallies, "checkpoint_messages"]
+    assert len(tallies) == len(walk.layers.tallies) + 1
+    assert all(tallies[name] is tally for name, tally in walk.layers.tallies.items())
