@@ -301,7 +301,11 @@ def main(argv: list[str] | None = None) -> int:
     if not args.quick and not args.only and args.output == RESULTS / "latest.json" and not failed:
         update_readme(report)  # the README's performance block, from this very run
     print(markdown)
-    print(f"\nWrote {args.output.relative_to(HERE.parent)} and {markdown_path.name}")
+    # an --output outside the repository is named as given (relative_to would raise)
+    shown = args.output.resolve()
+    if shown.is_relative_to(HERE.parent):
+        shown = shown.relative_to(HERE.parent)
+    print(f"\nWrote {shown} and {markdown_path.name}")
     return 1 if failed else 0
 
 
