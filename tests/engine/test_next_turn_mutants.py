@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from itertools import pairwise
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -32,12 +33,15 @@ from langchain_core.messages import (
 import ctxpolicy.compose as compose_module
 import ctxpolicy.next_turn as next_turn_module
 from ctxpolicy.compose import compose_layers, compose_next_turn
+from ctxpolicy.engine import PolicyEngine
 from ctxpolicy.errors import QueryPathError
 from ctxpolicy.history import MessagesView, TurnWalk, fit_history
+from ctxpolicy.loading.loader import resolve_policy
 from ctxpolicy.next_turn import advance_walk
 from ctxpolicy.report import NO_EXTRAS
 from ctxpolicy.tokens import get_tokenizer
 
+from .test_issue14_new_user import CACHE_POLICY
 from .test_next_turn_path import (
     TOOL_CALL,
     _and_fresh,
@@ -630,3 +634,28 @@ def test_a_next_turns_tallies_are_a_mapping_of_every_included_layer() -> None:
     assert list(tallies) == [*walk.layers.tallies, "checkpoint_messages"]
     assert len(tallies) == len(walk.layers.tallies) + 1
     assert all(tallies[name] is tally for name, tally in walk.layers.tallies.items())
+
+
+def test_a_next_turn_report_carries_the_plans_warnings(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A plan with a warning of its own (a per-query layer ordered before stable ones):
+    the next turn, composed from the last call, reports it as a fresh composition does
+    (the warnings are carried from the last call, `_TurnLayers.warnings`)."""
+    file = tmp_path / "cachy.yaml"
+    file.write_text(CACHE_POLICY.replace("order:", "budget: {redistribute: false}\norder:", 1))
+    loaded = resolve_policy(file)
+    assert loaded.policy is not None
+    plan = PolicyEngine(loaded.policy).plan()
+    assert any("prompt-cache" in w for w in plan.warnings)
+    taken = _taken(monkeypatch)
+    contexts = {"knowledge__context": "the facts", "todo__context": "the list"}
+    got, expected = _compose_twice(
+        plan,
+        [*_exchanges(40, 60), HumanMessage("q")],
+        [AIMessage("a"), HumanMessage("q2")],
+        contexts=contexts,
+    )
+    assert taken[:2] == [False, True]  # the second call takes the first one's walk
+    assert got.report.warnings == plan.warnings
+    _same_composition(got, expected)
