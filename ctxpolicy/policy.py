@@ -531,6 +531,12 @@ class RecallCollectorSpec(_CollectorBase):
         default=600,
         description="Longest unit in characters; longer lines are cut at whitespace.",
     )
+    turn_chars: Annotated[JsonInt, Field(ge=0, le=20_000)] = Field(
+        default=600,
+        description="A prose message up to this many characters (and `max_unit_chars`) is "
+        "one unit, read whole with its speaker and date; longer prose is split into "
+        "sentences. 0 splits every message.",
+    )
     memory: Annotated[str, Field(pattern=SERVICE_NAME_PATTERN)] | None = Field(
         default=None,
         description="Name of a runtime service with long-term memory (`search(query, limit)`, "

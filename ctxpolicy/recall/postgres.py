@@ -418,6 +418,12 @@ class PostgresRecallIndex:
         """
         return _within_budget(self._thread_stats(_clean(thread), terms).postings, terms)
 
+    def term_postings(self, thread: str, terms: Sequence[str]) -> tuple[int, dict[str, int]]:
+        """``(units of thread, {term: units of thread holding it})``: the relevance floor's
+        input (`ctxpolicy.recall.floor`), from the thread's cached counts."""
+        stats = self._thread_stats(_clean(thread), terms)
+        return stats.units, {term: stats.postings.get(term, 0) for term in terms}
+
     def _search_query(self, terms: int, filtering: int) -> Composed:
         """The ranked query over ``terms`` terms; rows must match one of the first ``filtering``."""
         from psycopg import sql

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from ctxpolicy.errors import CollectorError
 from ctxpolicy.recall.dense import DenseUnits
+from ctxpolicy.recall.floor import above_floor, distinctive_terms
 from ctxpolicy.recall.index import RecallHit, RecallIndex, query_terms
 from ctxpolicy.recall.ingest import HistorySync, message_key, thread_key
 from ctxpolicy.recall.postgres import PostgresRecallIndex
@@ -148,7 +149,11 @@ class Recaller:
     ) -> None:
         self.spec = spec
         self.index = index if index is not None else open_index(spec, services or {})
-        size = UnitSize(min_chars=spec.min_unit_chars, max_chars=spec.max_unit_chars)
+        size = UnitSize(
+            min_chars=spec.min_unit_chars,
+            max_chars=spec.max_unit_chars,
+            turn_chars=spec.turn_chars,
+        )
         self.sync = HistorySync(self.index, size=size)
         self._dense: dict[str, Any] = {}
         self._last: tuple[tuple[str, str, int, str], list[RecallHit], list[str], int] | None = None
@@ -219,7 +224,9 @@ class Recaller:
         terms = query_terms(request.query or "")
         if not terms:
             return [], terms, synced.offset, synced.added
-        ranked = self.index.search(thread, terms, limit=self.spec.candidates)
+        ranked = self._above_floor(
+            thread, terms, self.index.search(thread, terms, limit=self.spec.candidates)
+        )
         dense = self._dense_hits(request, thread)
         if dense:
             ranked = fuse_rankings(
@@ -228,6 +235,16 @@ class Recaller:
         hits = [*self._memory_hits(request.services, request.query or ""), *ranked]
         self._last = (key, hits, terms, synced.offset)
         return hits, terms, synced.offset, synced.added
+
+    def _above_floor(
+        self, thread: str, terms: Sequence[str], ranked: list[RecallHit]
+    ) -> list[RecallHit]:
+        """The relevance floor (`ctxpolicy.recall.floor`), where the index counts terms."""
+        counts = getattr(self.index, "term_postings", None)
+        if counts is None or not ranked:
+            return ranked
+        units, postings = counts(thread, terms)
+        return above_floor(ranked, distinctive_terms(units, postings, terms))
 
     def recall(self, request: RecallRequest) -> RecallResult:
         """Index the history's new messages, search, and pack the layer."""

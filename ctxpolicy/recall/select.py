@@ -28,6 +28,7 @@ import re
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 
+from ctxpolicy.recall.floor import terms_pattern
 from ctxpolicy.recall.index import RecallHit
 
 DEFAULT_HEADER = (
@@ -77,22 +78,6 @@ class RecalledUnit:
 
 def _normal(text: str) -> str:
     return _SPACE.sub(" ", text).strip().lower()
-
-
-def _stem(word: str) -> str:
-    """A crude suffix strip, only to compare which query terms two units share."""
-    for suffix in ("ing", "ed", "es", "s"):
-        if len(word) > len(suffix) + 2 and word.endswith(suffix):
-            return word[: -len(suffix)]
-    return word
-
-
-def _terms_pattern(terms: Collection[str]) -> re.Pattern[str] | None:
-    """A pattern that finds words starting with one of the (stemmed) ``terms``."""
-    stems = sorted({_stem(t.lower()) for t in terms if t}, key=len, reverse=True)
-    if not stems:
-        return None
-    return re.compile(r"\b(" + "|".join(re.escape(s) for s in stems) + r")\w*", re.IGNORECASE)
 
 
 def _statement_subject(text: str, pattern: re.Pattern[str] | None) -> frozenset[str]:
@@ -189,7 +174,7 @@ def select_units(
     candidates = _missing_from_prompt(
         hits, in_history=in_history, kept_from=kept_from, prompt_text=prompt_text
     )
-    packing = _Packing(candidates, _terms_pattern(terms), count_tokens)
+    packing = _Packing(candidates, terms_pattern(terms), count_tokens)
     order = packing.choose(budget)
     if not order:
         return None, ()

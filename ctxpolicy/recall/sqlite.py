@@ -200,6 +200,25 @@ class SQLiteRecallIndex:
             postings = {term: self._postings(term) for term in dict.fromkeys(terms)}
         return terms_within_budget(postings, terms, budget=MAX_RANKED_POSTINGS)
 
+    def term_postings(self, thread: str, terms: Sequence[str]) -> tuple[int, dict[str, int]]:
+        """``(units of thread, {term: units of thread holding it})``: the relevance floor's
+        input (`ctxpolicy.recall.floor`). One count per term, over its matching rows."""
+        with self._lock:
+            conn = self._conn
+            (units,) = conn.execute(
+                "SELECT count(*) FROM recall_unit WHERE thread = ?", (thread,)
+            ).fetchone()
+            counts = {
+                term: int(
+                    conn.execute(
+                        "SELECT count(*) FROM recall_fts WHERE recall_fts MATCH ? AND thread = ?",
+                        (_match_expression([term]), thread),
+                    ).fetchone()[0]
+                )
+                for term in dict.fromkeys(terms)
+            }
+        return int(units), counts
+
     def forget_messages(self, thread: str, message_ids: Sequence[str]) -> int:
         """Remove messages (and their units) from ``thread``: an abandoned branch.
 

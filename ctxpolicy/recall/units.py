@@ -26,6 +26,8 @@ if TYPE_CHECKING:
 MIN_UNIT_CHARS = 40
 #: Longest unit text in characters; longer lines are cut at whitespace into pieces.
 MAX_UNIT_CHARS = 600
+#: A prose message up to this many characters is one unit: a turn, read whole.
+TURN_CHARS = 600
 #: Longest context kept with a unit (characters).
 MAX_CONTEXT_CHARS = 160
 
@@ -190,13 +192,22 @@ def _spans(text: str, size: UnitSize) -> Iterator[tuple[int, int, str, str]]:
     if any(p.count("\n") >= 2 for p in _PARAGRAPH.split(text.strip("\n"))):
         yield from _dump_spans(lines, size)
         return
-    # prose: paragraphs of at most two lines, split into sentences; the sentence before
-    # a sentence is its context (what "it" refers to)
+    if len(text) <= min(size.turn_chars, size.max_chars):
+        # a turn a reader takes in whole: one unit, so it keeps its speaker, its date
+        # and what its short sentences refer to (docs/recall.md, "Units")
+        yield 1, len(lines), " ".join(ln.strip() for ln in lines if ln.strip()), ""
+        return
+    # long prose: paragraphs of at most two lines, split into sentences; the message's
+    # first line (a speaker, a date) and the sentence before are the context
+    head = lines[0].strip()[:80]
     previous = ""
     for start, end, block in _paragraphs(lines):
         for sentence in _sentences(block, size.min_chars):
             for piece in _chunks(sentence, size.max_chars):
-                yield start, end, piece, previous[-MAX_CONTEXT_CHARS:]
+                context = previous[-MAX_CONTEXT_CHARS:]
+                if start > 1 or previous:
+                    context = f"{head} … {context}" if context else head
+                yield start, end, piece, context
                 previous = piece
 
 
@@ -207,10 +218,12 @@ class UnitSize:
     Attributes:
         min_chars: A sentence shorter than this joins the next one.
         max_chars: Longest unit; longer lines are cut at whitespace.
+        turn_chars: A prose message up to this long is one unit (0: always sentences).
     """
 
     min_chars: int = MIN_UNIT_CHARS
     max_chars: int = MAX_UNIT_CHARS
+    turn_chars: int = TURN_CHARS
 
 
 def split_text(
@@ -294,6 +307,7 @@ def split_message(
 __all__ = [
     "MAX_UNIT_CHARS",
     "MIN_UNIT_CHARS",
+    "TURN_CHARS",
     "Unit",
     "UnitSize",
     "split_message",

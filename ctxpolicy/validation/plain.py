@@ -117,6 +117,7 @@ DEFAULTS: Mapping[str, Mapping[str, Any]] = {
         "candidates": 200,
         "min_unit_chars": 40,
         "max_unit_chars": 600,
+        "turn_chars": 600,
         "memory": None,
         "memory_limit": 20,
         "embeddings": None,

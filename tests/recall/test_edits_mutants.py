@@ -216,6 +216,8 @@ def test_only_the_messages_of_shown_units_are_checked() -> None:
     history: list[BaseMessage] = [
         HumanMessage(f"walrus replica note number {i}", id=f"n{i}") for i in range(30)
     ]
+    # other talk, so that the notes' words stay above the relevance floor (under 5 %)
+    history += [AIMessage(f"status {i} ok", id=f"s{i}") for i in range(600)]
     history += [HumanMessage("latest", id="last"), AIMessage("ok", id="ok")]
     recaller = Recaller(RecallCollectorSpec(type="recall", header=""))
     checked = count_checks(recaller)

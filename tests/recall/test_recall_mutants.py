@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 
+from ctxpolicy.recall.floor import _stem, terms_pattern
 from ctxpolicy.recall.index import (
     MAX_RANKED_POSTINGS,
     STATEMENT_BOOST,
@@ -25,8 +26,6 @@ from ctxpolicy.recall.select import (
     RecalledUnit,
     _missing_from_prompt,
     _statement_subject,
-    _stem,
-    _terms_pattern,
     render_line,
     select_units,
 )
@@ -180,10 +179,13 @@ def test_three_lines_are_a_dump_two_lines_are_prose() -> None:
 def test_prose_context_is_the_last_160_characters_of_the_sentence_before() -> None:
     first = "A" + "b" * 199 + "."
     second = "Second sentence is here and long enough to stand."
-    units = split_text(f"{first} {second}", message_id="d", position=0, role="user")
+    units = split_text(
+        f"{first} {second}", message_id="d", position=0, role="user", size=UnitSize(turn_chars=0)
+    )
     assert [u.text for u in units] == [first, second]
     assert units[0].context == ""
-    assert units[1].context == first[-160:]
+    # a later sentence's context: the message's first line, then the sentence before
+    assert units[1].context == f"{first[:80]} … {first[-160:]}"
 
 
 def test_split_text_json_payloads() -> None:
@@ -247,7 +249,10 @@ def test_split_message_roles_tools_and_calls() -> None:
     assert len(pieces) > 1 and all(len(p.text) <= 40 for p in pieces)
     assert pieces[0].text.startswith('g({"q": "w w')
     sized = split_message(
-        HumanMessage("Aa. Bb. Cc."), message_id="k", position=0, size=UnitSize(min_chars=1)
+        HumanMessage("Aa. Bb. Cc."),
+        message_id="k",
+        position=0,
+        size=UnitSize(min_chars=1, turn_chars=0),
     )
     assert [x.text for x in sized] == ["Aa.", "Bb.", "Cc."]
 
@@ -354,23 +359,27 @@ def test_stem() -> None:
     ]
 
 
-def test_terms_pattern() -> None:
-    assert _terms_pattern([]) is None
-    assert _terms_pattern(["", ""]) is None
-    pattern = _terms_pattern(["Ports", "database", ""])
+def testterms_pattern() -> None:
+    assert terms_pattern([]) is None
+    assert terms_pattern(["", ""]) is None
+    pattern = terms_pattern(["Ports", "database", ""])
     assert pattern is not None
-    assert pattern.pattern == r"\b(database|port)\w*"
+    assert pattern.pattern == r"((?<!\w)database|(?<!\w)port)\w*"
     assert [m.group(1) for m in pattern.finditer("PORTAL of DATABASES, report")] == [
         "PORT",
         "DATABASE",
     ]
-    nested = _terms_pattern(["port", "portal"])
+    nested = terms_pattern(["port", "portal"])
     assert nested is not None
     assert [m.group(1) for m in nested.finditer("portal port")] == ["portal", "port"]
+    # a Han term is found inside a run of Han characters (no word boundary there)
+    han = terms_pattern(["分区", "port"])
+    assert han is not None
+    assert [m.group(1) for m in han.finditer("把表的分区改成 dt, import port")] == ["分区", "port"]
 
 
 def test_statement_subject() -> None:
-    pattern = _terms_pattern(["port", "db"])
+    pattern = terms_pattern(["port", "db"])
     assert _statement_subject("the DB Port is 6432", pattern) == {"db", "port"}
     assert _statement_subject("the db port is unchanged", pattern) == frozenset()
     assert _statement_subject("6432 is the db port", pattern) == frozenset()
@@ -378,7 +387,7 @@ def test_statement_subject() -> None:
     assert _statement_subject("the port is 5", None) == frozenset()
     assert _statement_subject("port -> host.internal", pattern) == {"port"}
     assert _statement_subject("port is #team-x", pattern) == {"port"}
-    owner = _terms_pattern(["owner"])
+    owner = terms_pattern(["owner"])
     assert _statement_subject("owner is Ingrid", owner) == {"owner"}
     assert _statement_subject("owner: 'Ingrid'", owner) == {"owner"}
     assert _statement_subject("owner is ingrid", owner) == frozenset()

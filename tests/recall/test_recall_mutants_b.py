@@ -282,7 +282,9 @@ def test_forget_reloads_the_log_from_the_index() -> None:
 
 def test_sync_uses_its_unit_size() -> None:
     index = SQLiteRecallIndex()
-    HistorySync(index, size=UnitSize(min_chars=1)).sync("t", [hm(0, "Aa one. Bb two.")])
+    HistorySync(index, size=UnitSize(min_chars=1, turn_chars=0)).sync(
+        "t", [hm(0, "Aa one. Bb two.")]
+    )
     assert [h.unit.text for h in index.search("t", ["bb"], limit=5)] == ["Bb two."]
     other = SQLiteRecallIndex()
     HistorySync(other).sync("t", [hm(0, "Aa one. Bb two.")])
@@ -685,7 +687,7 @@ def test_dense_search_exact_order_and_scores(monkeypatch, numpy: bool) -> None:
 
 
 def test_dense_sync_walks_back_to_the_newest_embedded_message() -> None:
-    store = DenseUnits(Embed(), size=UnitSize(min_chars=1))
+    store = DenseUnits(Embed(), size=UnitSize(min_chars=1, turn_chars=0))
     assert store.sync([hm(0, "Aa. Bb.")]) == 2
     assert store.sync([hm(0, "Aa. Bb."), hm(1, "alpha"), hm(2, "beta")]) == 2
     # a message seen before the newest embedded one is not embedded again
@@ -789,6 +791,7 @@ def test_the_dense_store_splits_units_like_the_index() -> None:
         spec(
             embeddings="emb",
             min_unit_chars=1,
+            turn_chars=0,
             header="",
             weights={"bm25": 0.0, "dense": 1.0},
         )

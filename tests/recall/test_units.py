@@ -10,6 +10,9 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
 from ctxpolicy.recall.units import UnitSize, split_message, split_text
 
+#: Sentence units for every message (the rules for long prose, on short texts).
+SENTENCES = UnitSize(turn_chars=0)
+
 
 def test_short_message_is_one_unit_with_its_span() -> None:
     units = split_message(HumanMessage("The prod DB port is 6432."), message_id="m1", position=7)
@@ -73,7 +76,7 @@ def test_the_sentence_that_states_a_fact_is_its_own_unit_with_the_one_before_as_
         "standup. By the way, search-indexer's Grafana dashboard is grafana.acme.io/d/x1y2, "
         "Marcus confirmed it this morning."
     )
-    units = split_text(text, message_id="m", position=4, role="user")
+    units = split_text(text, message_id="m", position=4, role="user", size=SENTENCES)
     assert [u.text for u in units] == [
         "Did anyone rotate the credentials of the payments service recently?",
         (
@@ -81,7 +84,28 @@ def test_the_sentence_that_states_a_fact_is_its_own_unit_with_the_one_before_as_
             "grafana.acme.io/d/x1y2, Marcus confirmed it this morning."
         ),
     ]
-    assert units[1].context == units[0].text
+    assert units[1].context == f"{text[:80]} … {units[0].text}"
+
+
+def test_a_short_turn_is_one_unit_with_its_speaker_and_date() -> None:
+    text = "(07.01.2024) elise: Thanks Kate! I tried the Emsibeth shampoo. It works great."
+    (unit,) = split_text(text, message_id="m", position=3, role="assistant")
+    assert unit.text == text
+    # a long message is split into sentences that carry its first line as context
+    long = "(08.01.2024) Kate: " + " ".join(f"Sentence number {i} is here." for i in range(40))
+    units = split_text(long, message_id="n", position=4, role="user")
+    assert len(units) > 1
+    assert all(u.context.startswith("(08.01.2024) Kate:") for u in units[1:])
+    # the same in Chinese: a short turn whole, a long one split with its header as context
+    zh = "(2024-06-01) 用户：订单表的分区字段改成 dt 了。"
+    assert [u.text for u in split_text(zh, message_id="z", position=5, role="user")] == [zh]
+
+
+def test_the_turn_size_is_bounded_by_the_unit_size() -> None:
+    text = "Alpha beta gamma delta. Epsilon zeta eta theta iota."
+    assert len(split_text(text, message_id="x", position=0, role="user")) == 1
+    small = UnitSize(max_chars=40)
+    assert len(split_text(text, message_id="x", position=0, role="user", size=small)) == 2
 
 
 def test_ai_tool_calls_are_units_too() -> None:
@@ -97,9 +121,11 @@ def test_ai_tool_calls_are_units_too() -> None:
 
 def test_unit_size_is_configurable() -> None:
     text = "Alpha beta gamma. Delta epsilon zeta eta theta. " * 3
-    default = split_text(text, message_id="x", position=0, role="user")
+    default = split_text(text, message_id="x", position=0, role="user", size=SENTENCES)
     assert [u.text for u in default][:1] == ["Alpha beta gamma. Delta epsilon zeta eta theta."]
-    fine = split_text(text, message_id="x", position=0, role="user", size=UnitSize(min_chars=1))
+    fine = split_text(
+        text, message_id="x", position=0, role="user", size=UnitSize(min_chars=1, turn_chars=0)
+    )
     assert len(fine) == 6
     narrow = split_text(
         "word " * 100, message_id="x", position=0, role="user", size=UnitSize(max_chars=60)
