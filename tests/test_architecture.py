@@ -72,6 +72,8 @@ LAZY_IMPORTS = {
     "ctxpolicy/validation/__init__.py": ["ctxpolicy.policy"],
     # the pydantic settings model: a CTXPOLICY_* variable is set
     "ctxpolicy/settings.py": ["ctxpolicy.settings_model"],
+    # rjieba (its dictionary loads on import, ~0.1 s): the first text with Han characters
+    "ctxpolicy/recall/segment.py": ["rjieba"],
     # importlib.metadata: --version
     "ctxpolicy/cli/__init__.py": ["importlib.metadata"],
 }

@@ -14,11 +14,12 @@ See docs/recall.md, "Index".
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
+from ctxpolicy.errors import CtxPolicyError
+from ctxpolicy.recall.segment import ZH_STOPWORDS, iter_words
 from ctxpolicy.recall.units import Unit
 
 #: Words too common to help a search (English function words and question words).
@@ -36,7 +37,8 @@ STOPWORDS = frozenset(
     said say says told ask asked
     """.split()  # noqa: SIM905 - a word list reads best as text
 )
-_WORD = re.compile(r"\w+", re.UNICODE)
+#: Words a query drops: `STOPWORDS` and their Chinese counterparts.
+QUERY_STOPWORDS = STOPWORDS | ZH_STOPWORDS
 #: Most index postings one search ranks: bm25 costs time per matching row, so only rows
 #: holding one of the rarer terms are ranked, the rarest terms first up to this many
 #: rows (every term still counts in their score).
@@ -60,16 +62,23 @@ UNIT_COLUMNS = (
 STATEMENT_BOOST = 1.5
 
 
+class RecallIndexVersionError(CtxPolicyError):
+    """A stored recall index was written by a newer ctxpolicy (a layout this one cannot read)."""
+
+
 def query_terms(text: str, *, limit: int = 32) -> list[str]:
     """The search terms of a query: lower-case words, stopwords and repeats removed.
+
+    Han runs are cut into words the way the indexes cut them
+    (`ctxpolicy.recall.segment`); one-character words other than digits are dropped.
 
     Args:
         text: The query text.
         limit: Most terms kept (the first ones).
     """
     seen: dict[str, None] = {}
-    for word in _WORD.findall(text.lower()):
-        if word in STOPWORDS or (len(word) < 2 and not word.isdigit()):
+    for word in iter_words(text):
+        if word in QUERY_STOPWORDS or (len(word) < 2 and not word.isdigit()):
             continue
         seen.setdefault(word, None)
         if len(seen) >= limit:
@@ -178,6 +187,7 @@ class RecallIndex(Protocol):
 
 __all__ = [
     "MAX_RANKED_POSTINGS",
+    "QUERY_STOPWORDS",
     "STATEMENT_BOOST",
     "STOPWORDS",
     "UNIT_COLUMNS",
@@ -185,6 +195,7 @@ __all__ = [
     "MessageEntry",
     "RecallHit",
     "RecallIndex",
+    "RecallIndexVersionError",
     "entry_fingerprint",
     "query_terms",
     "terms_within_budget",

@@ -18,7 +18,13 @@ that start together do not race on the DDL):
   locks in the same order and cannot deadlock.
 - ``<prefix>_unit``: the units, with a generated ``tsvector`` column (``english``
   config; the text weighted A, the tool name B, the context C) under a GIN index, a
-  btree index on ``thread``, and each unit's token count (bm25's length).
+  btree index on ``thread``, and each unit's token count (bm25's length). A unit with
+  Han characters also keeps a segmented copy of its text and context
+  (``search_text``, ``search_context``; `ctxpolicy.recall.segment.segment_text`), and
+  the ``tsvector`` is made from that copy where there is one. A table made before the
+  copies were kept gets the columns when it is opened (under the same lock): its
+  Chinese units are segmented, their token counts redone, and the ``tsvector`` column
+  made again.
 
 Same semantics as `ctxpolicy.recall.sqlite.SQLiteRecallIndex` (the reference):
 
@@ -27,7 +33,10 @@ Same semantics as `ctxpolicy.recall.sqlite.SQLiteRecallIndex` (the reference):
   ``10.0.0.1``, ``a/b.yaml``, ``user@host`` or ``v1.2.3`` whole, while FTS5's unicode61
   tokenizer (and `ctxpolicy.recall.index.query_terms`) splits them into words. Stemming
   is Snowball English (FTS5: Porter); unlike FTS5 accents are kept (``café`` does not
-  match ``cafe``).
+  match ``cafe``). Han runs are cut into space-separated words before parsing, as in
+  SQLite, and the query terms are words of the same cut
+  (`ctxpolicy.recall.index.query_terms`): the parser keeps a Han word whole and the
+  English stemmer leaves it as it is.
 - **Terms.** Each term is a phrase (``phraseto_tsquery``; FTS5: a quoted phrase); the
   query is their OR (``||``). Terms are always bound as parameters, never put into the
   SQL text: quotes, backslashes and ``&|!():*`` are plain characters.
@@ -83,6 +92,7 @@ from ctxpolicy.recall.index import (
     terms_within_budget,
     unit_from_row,
 )
+from ctxpolicy.recall.segment import HAN_RUN, segment_text
 from ctxpolicy.recall.units import Unit, states_value
 
 if TYPE_CHECKING:
@@ -125,9 +135,21 @@ def _plain(term: str) -> str:
     return _clean(term).translate(_TO_SPACES)
 
 
+def _segmented(text: str) -> str | None:
+    """The segmented copy of ``text`` to index, or None when it is the text itself."""
+    segmented = segment_text(text)
+    return None if segmented is text else _clean(segmented)
+
+
+def _count_tokens(*parts: str) -> int:
+    """Tokens of a unit's indexed text, context and tool as FTS5's unicode61 tokenizer
+    counts them (bm25's length)."""
+    return sum(len(_TOKEN.findall(part)) for part in parts)
+
+
 def _tokens(unit: Unit) -> int:
-    """Tokens of a unit as FTS5's unicode61 tokenizer counts them (bm25's length)."""
-    return sum(len(_TOKEN.findall(part)) for part in (unit.text, unit.context, unit.tool or ""))
+    """Tokens of ``unit`` as indexed (its segmented copy where it has Han characters)."""
+    return _count_tokens(segment_text(unit.text), segment_text(unit.context), unit.tool or "")
 
 
 @dataclass(slots=True)
@@ -247,10 +269,12 @@ class PostgresRecallIndex:
 
         prefix = self.schema_prefix
         tsv = sql.SQL(
-            "setweight(to_tsvector('english'::regconfig, translate(text, {p}, {s})), 'A') || "
+            "setweight(to_tsvector('english'::regconfig, "
+            "translate(coalesce(search_text, text), {p}, {s})), 'A') || "
             "setweight(to_tsvector('english'::regconfig, "
             "translate(coalesce(tool, ''), {p}, {s})), 'B') || "
-            "setweight(to_tsvector('english'::regconfig, translate(context, {p}, {s})), 'C')"
+            "setweight(to_tsvector('english'::regconfig, "
+            "translate(coalesce(search_context, context), {p}, {s})), 'C')"
         ).format(p=sql.Literal(_PUNCTUATION), s=sql.Literal(" " * len(_PUNCTUATION)))
         statements = [
             sql.SQL(
@@ -270,11 +294,15 @@ class PostgresRecallIndex:
                 "start_line integer NOT NULL, end_line integer NOT NULL, "
                 "text text NOT NULL, context text NOT NULL, tokens integer NOT NULL, "
                 "statement boolean NOT NULL DEFAULT false, "
+                "search_text text, search_context text, "
                 "search tsvector GENERATED ALWAYS AS ({tsv}) STORED)"
             ).format(unit=self._unit, tsv=tsv),
-            sql.SQL("CREATE INDEX IF NOT EXISTS {name} ON {unit} USING gin (search)").format(
-                name=sql.Identifier(f"{prefix}_unit_search"), unit=self._unit
-            ),
+        ]
+        search_index = sql.SQL(
+            "CREATE INDEX IF NOT EXISTS {name} ON {unit} USING gin (search)"
+        ).format(name=sql.Identifier(f"{prefix}_unit_search"), unit=self._unit)
+        statements += [
+            search_index,
             sql.SQL("CREATE INDEX IF NOT EXISTS {name} ON {unit} (thread)").format(
                 name=sql.Identifier(f"{prefix}_unit_thread"), unit=self._unit
             ),
@@ -286,6 +314,60 @@ class PostgresRecallIndex:
             )
             for statement in statements:
                 conn.execute(statement)
+            if not self._has_segmented_copies(conn):
+                self._segment_existing(conn, tsv)
+                conn.execute(search_index)
+
+    def _has_segmented_copies(self, conn: Connection[TupleRow]) -> bool:
+        """Whether the unit table keeps segmented copies (made by this version or later)."""
+        row = conn.execute(
+            "SELECT count(*) FROM pg_attribute WHERE attrelid = %s::regclass "
+            "AND attname = 'search_text' AND NOT attisdropped",
+            (self._unit.as_string(conn),),
+        ).fetchone()
+        return row is not None and int(row[0]) > 0
+
+    def _segment_existing(self, conn: Connection[TupleRow], tsv: Composed) -> None:
+        """A table made before segmented copies were kept: add them for its Chinese units,
+        redo their token counts, and make the ``tsvector`` column again from the copies."""
+        from psycopg import sql
+
+        unit, message = self._unit, self._message
+        conn.execute(
+            sql.SQL(
+                "ALTER TABLE {unit} ADD COLUMN search_text text, ADD COLUMN search_context text"
+            ).format(unit=unit)
+        )
+        han = sql.Literal(HAN_RUN.pattern)
+        rows = conn.execute(
+            sql.SQL(
+                "SELECT id, text, context, coalesce(tool, '') FROM {unit} "
+                "WHERE text ~ {han} OR context ~ {han}"
+            ).format(unit=unit, han=han)
+        ).fetchall()
+        update = sql.SQL(
+            "UPDATE {unit} SET search_text = %s, search_context = %s, tokens = %s WHERE id = %s"
+        ).format(unit=unit)
+        for row, text, context, tool in rows:
+            search_text, search_context = _segmented(text), _segmented(context)
+            tokens = _count_tokens(search_text or text, search_context or context, tool)
+            conn.execute(update, (search_text, search_context, tokens, row))
+        if rows:
+            conn.execute(
+                sql.SQL(
+                    "UPDATE {message} AS m SET tokens = s.tokens FROM (SELECT thread, "
+                    "message_id, sum(tokens)::integer AS tokens FROM {unit} "
+                    "WHERE search_text IS NOT NULL OR search_context IS NOT NULL "
+                    "GROUP BY thread, message_id) AS s "
+                    "WHERE m.thread = s.thread AND m.message_id = s.message_id"
+                ).format(message=message, unit=unit)
+            )
+        conn.execute(sql.SQL("ALTER TABLE {unit} DROP COLUMN search").format(unit=unit))
+        conn.execute(
+            sql.SQL(
+                "ALTER TABLE {unit} ADD COLUMN search tsvector GENERATED ALWAYS AS ({tsv}) STORED"
+            ).format(unit=unit, tsv=tsv)
+        )
 
     def indexed_messages(self, thread: str) -> list[IndexedMessage]:
         """``(position, message id, fingerprint)`` of every message indexed for ``thread``,
@@ -321,7 +403,7 @@ class PostgresRecallIndex:
         ).format(message=self._message)
         copy = sql.SQL(
             "COPY {unit} (thread, message_id, position, part, role, tool, start_line, "
-            "end_line, text, context, tokens, statement) FROM STDIN"
+            "end_line, text, context, tokens, statement, search_text, search_context) FROM STDIN"
         ).format(unit=self._unit)
         params = _message_params(thread, first)
         added_units = 0
@@ -606,6 +688,8 @@ def _unit_row(thread: str, unit: Unit, tokens: int) -> tuple[Any, ...]:
         _clean(unit.context),
         tokens,
         states_value(unit.text),
+        _segmented(unit.text),
+        _segmented(unit.context),
     )
 
 

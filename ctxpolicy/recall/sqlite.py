@@ -8,6 +8,15 @@ bm25). ``path=":memory:"`` keeps it in the process; a file path makes it durable
 restarts (WAL mode). A database written before fingerprints were kept gets the column
 when it is opened; its messages keep a null fingerprint.
 
+Chinese: FTS5 indexes a segmented copy of a unit's text and context
+(`ctxpolicy.recall.segment.segment_text`: Han runs cut into space-separated words),
+kept in ``recall_unit.search_text`` / ``search_context`` only where it differs (a unit
+with Han characters); the FTS table reads its content through the view
+``recall_unit_search``. English units are indexed exactly as before. The layout's
+version is SQLite's ``user_version`` (`SCHEMA_VERSION`): a database of an older version
+is brought up to date when it is opened (columns added, Chinese units segmented, the FTS
+index rebuilt, in one transaction); one of a newer version is refused.
+
 See docs/recall.md, "Backends".
 """
 
@@ -24,11 +33,17 @@ from ctxpolicy.recall.index import (
     IndexedMessage,
     MessageEntry,
     RecallHit,
+    RecallIndexVersionError,
     entry_fingerprint,
     terms_within_budget,
     unit_from_row,
 )
+from ctxpolicy.recall.segment import segment_text
 from ctxpolicy.recall.units import states_value
+
+#: Layout version stored as ``PRAGMA user_version``: 1 = segmented Chinese (the view
+#: ``recall_unit_search`` as FTS content); 0 = before it (or a new, empty file).
+SCHEMA_VERSION = 1
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS recall_message (
@@ -50,14 +65,25 @@ CREATE TABLE IF NOT EXISTS recall_unit (
     end_line INTEGER NOT NULL,
     text TEXT NOT NULL,
     context TEXT NOT NULL,
-    statement INTEGER NOT NULL DEFAULT 0
+    statement INTEGER NOT NULL DEFAULT 0,
+    search_text TEXT,
+    search_context TEXT
 );
 CREATE INDEX IF NOT EXISTS recall_unit_message ON recall_unit (thread, message_id);
-CREATE VIRTUAL TABLE IF NOT EXISTS recall_fts USING fts5(
+"""
+#: What FTS5 indexes of a unit: the segmented copy where there is one (`SCHEMA_VERSION` 1).
+_SEARCH_VIEW = """
+CREATE VIEW IF NOT EXISTS recall_unit_search AS
+SELECT id, coalesce(search_text, text) AS text, coalesce(search_context, context) AS context,
+       coalesce(tool, '') AS tool, thread
+FROM recall_unit
+"""
+_FTS = """
+CREATE VIRTUAL TABLE recall_fts USING fts5(
     text, context, tool, thread UNINDEXED,
-    content='recall_unit', content_rowid='id',
+    content='recall_unit_search', content_rowid='id',
     tokenize='porter unicode61 remove_diacritics 2'
-);
+)
 """
 #: bm25 column weights: the unit's own text counts most, its context and tool name less.
 _WEIGHTS = (1.0, 0.3, 0.5)
@@ -65,6 +91,20 @@ _WEIGHTS = (1.0, 0.3, 0.5)
 
 def _columns(conn: sqlite3.Connection, table: str) -> set[str]:
     return {str(row[1]) for row in conn.execute(f"PRAGMA table_info({table})")}
+
+
+def _check_version(path: str, version: int) -> None:
+    if version > SCHEMA_VERSION:
+        raise RecallIndexVersionError(
+            f"recall index {path!r} has layout version {version}; this ctxpolicy reads "
+            f"version {SCHEMA_VERSION} and older: upgrade ctxpolicy"
+        )
+
+
+def _segmented(text: str) -> str | None:
+    """The segmented copy of ``text`` to index, or None when it is the text itself."""
+    segmented = segment_text(text)
+    return None if segmented is text else segmented
 
 
 def _match_expression(terms: Sequence[str]) -> str:
@@ -91,6 +131,7 @@ class SQLiteRecallIndex:
             self._conn.execute("PRAGMA busy_timeout=10000")
         self._conn.executescript(_SCHEMA)
         self._add_fingerprints()
+        self._upgrade()
         self._df: dict[str, tuple[int, int]] = {}
         self._units = self._conn.execute("SELECT count(*) FROM recall_unit").fetchone()[0]
 
@@ -113,6 +154,50 @@ class SQLiteRecallIndex:
         except BaseException:
             conn.execute("ROLLBACK")
             raise
+
+    def _upgrade(self) -> None:
+        """Bring the layout to `SCHEMA_VERSION` (see the module docstring), once.
+
+        Raises:
+            RecallIndexVersionError: the file was written by a newer ctxpolicy.
+        """
+        conn = self._conn
+        if self._version() == SCHEMA_VERSION:
+            return
+        conn.execute("BEGIN IMMEDIATE")  # another process may be upgrading it right now
+        try:
+            version = self._version()
+            _check_version(self.path, version)
+            if version < SCHEMA_VERSION:
+                self._segment_existing()
+                conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+
+    def _version(self) -> int:
+        return int(self._conn.execute("PRAGMA user_version").fetchone()[0])
+
+    def _segment_existing(self) -> None:
+        """Version 0 -> 1: segmented copies of the Chinese units, FTS over the view, rebuilt."""
+        conn = self._conn
+        columns = _columns(conn, "recall_unit")
+        for column in ("search_text", "search_context"):
+            if column not in columns:
+                conn.execute(f"ALTER TABLE recall_unit ADD COLUMN {column} TEXT")
+        rows = conn.execute("SELECT id, text, context FROM recall_unit").fetchall()
+        for row, text, context in rows:
+            search_text, search_context = _segmented(text), _segmented(context)
+            if search_text is not None or search_context is not None:
+                conn.execute(
+                    "UPDATE recall_unit SET search_text = ?, search_context = ? WHERE id = ?",
+                    (search_text, search_context, row),
+                )
+        conn.execute("DROP TABLE IF EXISTS recall_fts")
+        conn.execute(_SEARCH_VIEW)
+        conn.execute(_FTS)
+        conn.execute("INSERT INTO recall_fts (recall_fts) VALUES ('rebuild')")
 
     def indexed_messages(self, thread: str) -> list[IndexedMessage]:
         """``(position, message id, fingerprint)`` of every message indexed for ``thread``,
@@ -149,10 +234,12 @@ class SQLiteRecallIndex:
                         continue
                     added += 1
                     for unit in units:
+                        search_text = _segmented(unit.text)
+                        search_context = _segmented(unit.context)
                         row = conn.execute(
                             "INSERT INTO recall_unit (thread, message_id, position, part, role, "
-                            "tool, start_line, end_line, text, context, statement) "
-                            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                            "tool, start_line, end_line, text, context, statement, search_text, "
+                            "search_context) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                             (
                                 thread,
                                 unit.message_id,
@@ -165,12 +252,20 @@ class SQLiteRecallIndex:
                                 unit.text,
                                 unit.context,
                                 states_value(unit.text),
+                                search_text,
+                                search_context,
                             ),
                         ).lastrowid
                         conn.execute(
                             "INSERT INTO recall_fts (rowid, text, context, tool, thread) "
                             "VALUES (?, ?, ?, ?, ?)",
-                            (row, unit.text, unit.context, unit.tool or "", thread),
+                            (
+                                row,
+                                unit.text if search_text is None else search_text,
+                                unit.context if search_context is None else search_context,
+                                unit.tool or "",
+                                thread,
+                            ),
                         )
                         self._units += 1
                 conn.execute("COMMIT")
@@ -234,9 +329,10 @@ class SQLiteRecallIndex:
             try:
                 for message_id in message_ids:
                     rows = conn.execute(
-                        "SELECT id, text, context, tool FROM recall_unit "
-                        "WHERE thread = ? AND message_id = ?",
-                        (thread, message_id),
+                        "SELECT id, text, context, tool FROM recall_unit_search "
+                        "WHERE thread = ? AND id IN (SELECT id FROM recall_unit "
+                        "WHERE thread = ? AND message_id = ?)",
+                        (thread, thread, message_id),
                     ).fetchall()
                     for row, text, context, tool in rows:
                         conn.execute(
@@ -293,4 +389,4 @@ class SQLiteRecallIndex:
             self._conn.close()
 
 
-__all__ = ["SQLiteRecallIndex"]
+__all__ = ["SCHEMA_VERSION", "SQLiteRecallIndex"]

@@ -129,7 +129,8 @@ def test_a_column_another_process_added_meanwhile_is_not_added_twice(
 
     looked = look_instead(monkeypatch, at=1, instead=not_yet)
     index = SQLiteRecallIndex(path)
-    assert looked == ["recall_message", "recall_message"]
+    # the fingerprint column (looked at twice), then the segmented columns (layout 1)
+    assert looked == ["recall_message", "recall_message", "recall_unit"]
     assert index.indexed_messages("t") == [(0, "h0", None)]
     assert not index._conn.in_transaction
 

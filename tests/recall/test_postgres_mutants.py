@@ -152,19 +152,24 @@ def test_rows_of_a_batch_first_of_each_id_cleaned_and_in_position_order() -> Non
         "th", ["b\ufffd", "a"], [3, 1], [2, 1], [8, 2], ["f3", None]
     )  # fmt: skip
     rows = list(_new_unit_rows("th", ["b\ufffd", "a"], first))
+    # no Han characters: no segmented copies (the last two columns)
     assert rows == [
-        ("th", "a", 1, 0, "user", None, 1, 1, "just one", "", 2, False),
-        ("th", "b\ufffd", 3, 0, "tool", "sh\ufffd", 2, 4, "port is 6432", "ctx\ufffd", 5, True),
-        ("th", "b\ufffd", 3, 1, "tool", "sh", 5, 5, "two words", "", 3, False),
-    ]
+        ("th", "a", 1, 0, "user", None, 1, 1, "just one", "", 2, False, None, None),
+        ("th", "b\ufffd", 3, 0, "tool", "sh\ufffd", 2, 4, "port is 6432", "ctx\ufffd", 5, True,
+         None, None),
+        ("th", "b\ufffd", 3, 1, "tool", "sh", 5, 5, "two words", "", 3, False, None, None),
+    ]  # fmt: skip
     assert list(_new_unit_rows("th", ["a"], first)) == rows[:1]
     # by position, not by id
     late, early = unit("a", 9, "late"), unit("z", 2, "early")
     first = _first_of_each([(9, "a", [late]), (2, "z", [early])])
     assert [row[1] for row in _new_unit_rows("th", ["a", "z"], first)] == ["z", "a"]
     assert _unit_row("t", Unit("m", 9, 2, "user", None, 3, 7, "x = 5"), 4) == (
-        "t", "m", 9, 2, "user", None, 3, 7, "x = 5", "", 4, True
+        "t", "m", 9, 2, "user", None, 3, 7, "x = 5", "", 4, True, None, None
     )  # fmt: skip
+    # Han characters: the segmented copies of the text and the context come along
+    zh = Unit("m", 9, 2, "user", None, 3, 7, "分区改成dt", "数据仓库")
+    assert _unit_row("t", zh, 4)[-2:] == (" 分区 改成 dt", " 数据 仓库 数据仓库 ")
 
 
 def test_bad_arguments_are_refused_before_connecting_with_exact_messages() -> None:
