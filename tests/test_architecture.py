@@ -54,7 +54,17 @@ FLOORS: tuple[tuple[str, ...], ...] = (
 
 #: Third-party packages that are optional extras (or dev tools): imported where used.
 OPTIONAL_IMPORTS = frozenset(
-    {"langgraph", "langchain", "psycopg", "psycopg_pool", "wordllama", "numpy", "deepagents"}
+    {
+        "langgraph",
+        "langchain",
+        "psycopg",
+        "psycopg_pool",
+        "wordllama",
+        "numpy",
+        "deepagents",
+        "tokenizers",
+        "safetensors",
+    }
 )
 
 
