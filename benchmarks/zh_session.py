@@ -419,8 +419,12 @@ def _questions() -> list[Question]:
     for fact in FACTS:
         value = fact.corrected or fact.value
         stale = fact.value if fact.corrected else None
-        for kind, text in (("own-words", fact.own_words), ("paraphrased", fact.paraphrased)):
-            questions.append(Question(f"{fact.id}/{kind}", fact.id, text, value, stale, kind))  # type: ignore[arg-type]
+        asked: tuple[tuple[Kind, str], ...] = (
+            ("own-words", fact.own_words),
+            ("paraphrased", fact.paraphrased),
+        )
+        for kind, text in asked:
+            questions.append(Question(f"{fact.id}/{kind}", fact.id, text, value, stale, kind))
     return questions
 
 
