@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from ctxpolicy.errors import CtxPolicyError
-from ctxpolicy.recall.segment import ZH_STOPWORDS, iter_words
+from ctxpolicy.recall.segment import ZH_STOPWORDS, has_han, iter_words
 from ctxpolicy.recall.units import Unit
 
 #: Words too common to help a search (English function words and question words).
@@ -70,7 +70,9 @@ def query_terms(text: str, *, limit: int = 32) -> list[str]:
     """The search terms of a query: lower-case words, stopwords and repeats removed.
 
     Han runs are cut into words the way the indexes cut them
-    (`ctxpolicy.recall.segment`); one-character words other than digits are dropped.
+    (`ctxpolicy.recall.segment`). One-character words are dropped, except digits and Han
+    words: a single Han character is often a word of its own (表, 天, 钱); the common
+    ones are stopwords.
 
     Args:
         text: The query text.
@@ -78,7 +80,7 @@ def query_terms(text: str, *, limit: int = 32) -> list[str]:
     """
     seen: dict[str, None] = {}
     for word in iter_words(text):
-        if word in QUERY_STOPWORDS or (len(word) < 2 and not word.isdigit()):
+        if word in QUERY_STOPWORDS or (len(word) < 2 and not (word.isdigit() or has_han(word))):
             continue
         seen.setdefault(word, None)
         if len(seen) >= limit:

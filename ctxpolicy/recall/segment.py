@@ -23,8 +23,9 @@ from collections.abc import Callable, Iterator
 #: ideographs, extensions B-F).
 HAN_RUN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0002ebef]+")
 
-#: Chinese words too common to help a search: particles, pronouns, question words and
-#: the verbs of asking (the counterparts of `ctxpolicy.recall.index.STOPWORDS`).
+#: Chinese words too common to help a search: particles, pronouns, measure words,
+#: question words and the verbs of asking (the counterparts of
+#: `ctxpolicy.recall.index.STOPWORDS`).
 ZH_STOPWORDS = frozenset(
     """
     的 了 是 在 吗 呢 吧 啊 呀 嘛 哦 嗯 么 着 过 地 得 之 而 与 和 及 或 跟 同 也 都 就 还 又
@@ -33,7 +34,8 @@ ZH_STOPWORDS = frozenset(
     是不是 有没有 能不能 会不会 要不要 我 你 您 他 她 它 我们 你们 他们 她们 它们 咱们 大家
     自己 这 那 这个 那个 这些 那些 这里 那里 这样 那样 这边 那边 一个 一下 一些 有 没有 没
     不 很 太 最 更 能 会 要 可以 应该 需要 请 请问 告诉 提醒 记得 知道 说 问 一直 现在 目前
-    当前 之前 以前 刚才 已经 个 些 上 下 中 里 时 时候
+    当前 之前 以前 刚才 已经 个 些 上 下 中 里 时 时候 多久 多长 多大 哪位 哪张 那张 这张 每个
+    一次 做 用 弄 搞 次 位 张 条 件 种
     """.split()  # noqa: SIM905 - a word list reads best as text
 )
 

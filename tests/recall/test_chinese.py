@@ -80,8 +80,10 @@ def check_session(index: RecallIndex) -> None:
     assert best(index, "orders_daily 的分区") == MIXED
     # English is found as before (stemmed: exports -> export)
     assert best(index, "Which bucket does the export use?") == ENGLISH
-    # a tool result: its rows by a table name, its header by Chinese words
-    assert "1203311" in best(index, "orders_daily 行数")
+    # a tool result: its header line by Chinese words, its row by the table name
+    hits = index.search("t", query_terms("orders_daily 行数"), limit=2)
+    assert [(h.unit.message_id, h.unit.tool) for h in hits] == [("t27", "run_sql")] * 2
+    assert "1203311" in hits[1].unit.text
     # forgetting a Chinese message removes its segmented words from the index too
     assert index.forget_messages("t", ["a3"]) == 1
     assert index.search("t", ["王磊"], limit=3) == []
@@ -102,6 +104,7 @@ def test_query_terms_cut_chinese_and_drop_chinese_stopwords() -> None:
     assert query_terms("用户画像表的负责人是谁？") == [
         "用户",
         "画像",
+        "表",  # a one-character Han word is kept (a one-letter Latin word is not)
         "负责",
         "责人",
         "负责人",
@@ -125,6 +128,7 @@ def test_query_terms_cut_chinese_and_drop_chinese_stopwords() -> None:
         "partition",
     ]
     assert query_terms("现在是什么？吗呢") == []
+    assert query_terms("x 表 y 的 7") == ["表", "7"]
 
 
 def test_sqlite_finds_chinese_and_mixed_turns() -> None:
