@@ -328,7 +328,7 @@ _DENSE_CACHE: dict[tuple[str, str], Any] = {}
 
 
 def dense_model(name: str) -> Any:
-    from ctxpolicy.integrations.minilm import load_builtin_embeddings
+    from ctxpolicy.recall.minilm import load_builtin_embeddings
 
     return load_builtin_embeddings(name)
 

@@ -465,6 +465,14 @@ class ReportExtras:
 NO_EXTRAS = ReportExtras()
 
 
+def _with_extra_warnings(warnings: tuple[str, ...], extras: ReportExtras) -> tuple[str, ...]:
+    """The plan's warnings, then the call's (a skipped collector, a recall fallback)."""
+    recalled = [w for result in extras.recalled.values() for w in result.warnings]
+    if not extras.warnings and not recalled:
+        return warnings
+    return (*warnings, *extras.warnings, *recalled)
+
+
 def recall_note(result: RecallResult) -> str:
     """The note a recall layer's report carries."""
     return (
@@ -498,6 +506,7 @@ def _annotation(name: str, extras: ReportExtras, references_layer: str) -> _Anno
     if result is not None:
         recalled = result.units
         notes.append(recall_note(result))
+        notes.extend(result.warnings)
     references: tuple[QueryReference, ...] = ()
     if name == references_layer and extras.references:
         references = extras.references
@@ -605,7 +614,7 @@ def build_report(
         LayerReports(order, _layer_maker(plan, tallies, order, notes, extras)),
         extras.skipped,
         PrefixHashes(messages),
-        (*warnings, *extras.warnings) if extras.warnings else warnings,
+        _with_extra_warnings(warnings, extras),
         summarized or extras.summarized,
     )
 

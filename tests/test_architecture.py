@@ -84,6 +84,9 @@ LAZY_IMPORTS = {
     "ctxpolicy/settings.py": ["ctxpolicy.settings_model"],
     # rjieba (its dictionary loads on import, ~0.1 s): the first text with Han characters
     "ctxpolicy/recall/segment.py": ["rjieba"],
+    # a builtin dense model (langchain-core's Embeddings and numpy): a recall layer that
+    # names one
+    "ctxpolicy/recall/recaller.py": ["ctxpolicy.recall.minilm"],
     # importlib.metadata: --version
     "ctxpolicy/cli/__init__.py": ["importlib.metadata"],
 }

@@ -11,12 +11,13 @@ See docs/recall.md.
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ctxpolicy.errors import CollectorError
+from ctxpolicy.errors import CollectorError, EmbeddingsUnavailableError
 from ctxpolicy.recall.dense import DenseUnits
 from ctxpolicy.recall.floor import above_floor, distinctive_terms
 from ctxpolicy.recall.index import RecallHit, RecallIndex, query_terms
@@ -31,6 +32,10 @@ if TYPE_CHECKING:
 
     from ctxpolicy.policy import RecallCollectorSpec
 
+logger = logging.getLogger("ctxpolicy.recall")
+
+#: Dense models a recall layer may name without a service (`ctxpolicy.recall.minilm`).
+BUILTIN_EMBEDDINGS = ("minilm", "wordllama")
 #: Rank constant of reciprocal rank fusion (the usual value from the RRF paper).
 RRF_K = 60
 #: Memory units get ``seq - MEMORY_POSITION_BASE`` as position: negative, in memory order.
@@ -75,12 +80,14 @@ class RecallResult:
         units: The units shown, in session order.
         indexed: Messages newly indexed by this call.
         thread: The thread key searched.
+        warnings: What the call did without (a dense model that is not installed).
     """
 
     text: str | None
     units: tuple[RecalledUnit, ...]
     indexed: int
     thread: str
+    warnings: tuple[str, ...] = ()
 
 
 def open_index(spec: RecallCollectorSpec, services: Mapping[str, Any]) -> RecallIndex:
@@ -156,6 +163,9 @@ class Recaller:
         )
         self.sync = HistorySync(self.index, size=size)
         self._dense: dict[str, Any] = {}
+        # a builtin dense model, or why it could not be loaded; what a call did without
+        self._builtin: Any = None
+        self._warnings: tuple[str, ...] = ()
         self._last: tuple[tuple[str, str, int, str], list[RecallHit], list[str], int] | None = None
 
     def record(self, history: Sequence[BaseMessage], *, thread_id: str | None = None) -> int:
@@ -194,10 +204,34 @@ class Recaller:
             hits.append(RecallHit(unit, 1.0 / (rank + 1), source="memory"))
         return hits
 
+    def _embeddings(self, services: Mapping[str, Any]) -> Any:
+        """The ``embeddings`` the spec names: a service, else a builtin model (loaded
+        once); None when the builtin model's packages are missing (a warning says so)."""
+        name = self.spec.embeddings
+        assert name is not None
+        found = services.get(name)
+        if found is not None or name not in BUILTIN_EMBEDDINGS:
+            return found
+        if self._builtin is None:
+            # loaded when a layer names one: it brings langchain-core's Embeddings and numpy
+            from ctxpolicy.recall.minilm import load_builtin_embeddings
+
+            try:
+                self._builtin = load_builtin_embeddings(name)
+            except EmbeddingsUnavailableError as exc:
+                self._builtin = exc
+                logger.warning("recall falls back to lexical search: %s", exc)
+        if isinstance(self._builtin, EmbeddingsUnavailableError):
+            self._warnings = (f"recall: lexical search only: {self._builtin}",)
+            return None
+        return self._builtin
+
     def _dense_hits(self, request: RecallRequest, thread: str) -> list[RecallHit]:
         if self.spec.embeddings is None:
             return []
-        embeddings = request.services.get(self.spec.embeddings)
+        embeddings = self._embeddings(request.services)
+        if embeddings is None and self._warnings:
+            return []
         if embeddings is None or not hasattr(embeddings, "embed_query"):
             raise CollectorError(
                 "recall",
@@ -254,7 +288,7 @@ class Recaller:
         key = (thread, request.query or "", len(history), last_key)
         hits, terms, offset, indexed = self._search(request, thread, key)
         if not terms:
-            return RecallResult(None, (), indexed, thread)
+            return RecallResult(None, (), indexed, thread, self._warnings)
 
         # messages edited under their ids (the later ones unchanged): never shown; a
         # message is checked only once one of its units would be shown (few per call)
@@ -306,7 +340,7 @@ class Recaller:
             if text is None or request.count_tokens(text) <= request.cap_tokens or cap <= 0:
                 if stale:
                     self._reindex(request, thread, offset, sorted(stale))
-                return RecallResult(text, units, indexed, thread)
+                return RecallResult(text, units, indexed, thread, self._warnings)
             cap -= max(8, request.count_tokens(text) - request.cap_tokens)
 
     def _reindex(

