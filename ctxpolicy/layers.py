@@ -144,8 +144,11 @@ MemoryStrategy = Literal["minimal", "balanced", "comprehensive"]
 MemoryTier = Literal["l1", "l2", "l3", "l4"]
 MemorySource = Literal["search", "l1", "l2", "l3"]
 
-#: The file tools a process may ``allow``.
-FileToolName = Literal["read_file", "list_files", "search", "read_block", "write_file"]
+#: The tools a process may ``allow``: the file tools, and ``dismiss_memory`` (memory
+#: curation, applied by ``layers.checkpoint_messages.curate``).
+FileToolName = Literal[
+    "read_file", "list_files", "search", "read_block", "write_file", "dismiss_memory"
+]
 
 
 def is_block_layer(name: str) -> bool:

@@ -793,7 +793,9 @@ class FileToolsSpec(_Frozen):
     )
     allow: Annotated[tuple[FileToolName, ...], Field(min_length=1)] = Field(
         default=("read_file", "list_files", "search", "read_block"),
-        description="Which tools the agent gets.",
+        description="Which tools the agent gets. `dismiss_memory` lets the model drop a tool "
+        "result it no longer needs; with `layers.checkpoint_messages.curate: true` every "
+        "later call shows it as a placeholder.",
     )
     write_file: StrictBool = Field(
         default=False,

@@ -334,7 +334,7 @@ def agent_node(
             a list replaces them, ``None`` binds none.
         schema: The graph state schema (default: `state_schema(engine)`).
         on_compose: Called with ``(name, ComposeResult)`` after composing.
-        contexts: Per-call runtime values of ``__context`` layers (seed 000's
+        contexts: Per-call runtime values of ``__context`` layers (the composer's
             ``contexts``): a mapping ``{layer: text or None}``, or a function of the
             graph state returning one (or None). A value replaces that layer's
             collector for the call (`PolicyEngine.compose`'s ``contexts``); None or
