@@ -431,6 +431,17 @@ def _recall_moved(
     return any(composition.report.layer(name).cuts for name in steps)
 
 
+def _with_collected(
+    extras: ReportExtras, skipped: Sequence[SkippedCollector], warnings: tuple[str, ...]
+) -> ReportExtras:
+    """``extras`` with the collectors' skips and warnings (the same object when none)."""
+    if not skipped and not warnings:
+        return extras
+    return dataclasses.replace(
+        extras, skipped=tuple(skipped), warnings=(*extras.warnings, *warnings)
+    )
+
+
 def _summarized_cut(composition: Composition) -> LayerCut:
     """The cut of the history's prefix a composition asks to summarize."""
     cuts = composition.report.layer(CHECKPOINT_MESSAGES).cuts
@@ -733,21 +744,26 @@ class PolicyEngine:
 
     def _collected(
         self, call: _Call, outcomes: Sequence[CollectOutcome]
-    ) -> tuple[dict[str, str | None], dict[str, LayerSource], list[SkippedCollector]]:
+    ) -> tuple[
+        dict[str, str | None], dict[str, LayerSource], list[SkippedCollector], tuple[str, ...]
+    ]:
+        """The collectors' values and sources, the skipped ones, and their warnings."""
         values: dict[str, str | None] = {}
         sources: dict[str, LayerSource] = {}
         skipped: list[SkippedCollector] = []
+        warnings: list[str] = []
         for outcome in outcomes:
             if outcome.error is not None:
                 skipped.append(SkippedCollector(outcome.layer, outcome.collector, outcome.error))
                 continue
+            warnings.extend(outcome.warnings)
             values[outcome.layer] = outcome.text
             if outcome.text:
                 sources[outcome.layer] = "collector"
         for key, value in call.inputs.contexts.items():
             values[key] = value
             sources[key] = "contexts"
-        return values, sources, skipped
+        return values, sources, skipped, tuple(warnings)
 
     def collect(
         self,
@@ -961,6 +977,7 @@ class PolicyEngine:
         values: dict[str, str | None],
         sources: dict[str, LayerSource],
         skipped: Sequence[SkippedCollector],
+        warnings: tuple[str, ...] = (),
     ) -> ComposeResult:
         """The result of a call that neither summarizes nor recalls: one composition.
 
@@ -968,9 +985,7 @@ class PolicyEngine:
         a generator (a plain call given only its prompt, query and history takes the
         shorter `_compose_plain`).
         """
-        extras = (
-            dataclasses.replace(call.extras, skipped=tuple(skipped)) if skipped else call.extras
-        )
+        extras = _with_collected(call.extras, skipped, warnings)
         plan = call.inputs.plan
         facts = self._facts[plan.process]
         composition = compose_call(
@@ -992,15 +1007,14 @@ class PolicyEngine:
         values: dict[str, str | None],
         sources: dict[str, LayerSource],
         skipped: Sequence[SkippedCollector],
+        warnings: tuple[str, ...] = (),
     ) -> Generator[SummarizeRequest | RecallStep, Any, ComposeResult]:
         """Compose, yielding each history prefix to summarize and each recall layer to fill.
 
         `compose` and `acompose` only drive it, with a sync or an async summarizer and
         recall call, so the engine's own logic stays free of I/O.
         """
-        extras = (
-            dataclasses.replace(call.extras, skipped=tuple(skipped)) if skipped else call.extras
-        )
+        extras = _with_collected(call.extras, skipped, warnings)
         inputs, composition, summary, extras = yield from self._summary_passes(
             call, values, sources, extras
         )

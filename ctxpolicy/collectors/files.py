@@ -18,7 +18,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from ctxpolicy.blocks.model import renamed_from
 from ctxpolicy.blocks.references import (
+    BlockReference,
     FileReference,
     Reference,
     ResolvedReference,
@@ -27,7 +29,7 @@ from ctxpolicy.blocks.references import (
     resolve_reference,
 )
 from ctxpolicy.blocks.sandbox import check_relative, resolve_inside, resolve_root
-from ctxpolicy.collectors.base import CollectRequest
+from ctxpolicy.collectors.base import Collected, CollectRequest
 from ctxpolicy.errors import BlocksError, PathEscapeError
 from ctxpolicy.policy import FilesCollectorSpec
 
@@ -120,8 +122,53 @@ def render_layer(
     return with_note if count_tokens(with_note) <= cap_tokens else text
 
 
-def collect_files(request: CollectRequest) -> str | None:
+def _resolve_pieces(
+    request: CollectRequest, root: Path, refs: Sequence[Reference], *, skip: bool
+) -> tuple[list[ResolvedReference], list[str]]:
+    """The pieces ``refs`` point at, and the report's warnings about them.
+
+    A block found only by its remaining path (a parent heading was renamed,
+    `ctxpolicy.blocks.model.find_block`) is used and warned about. With ``skip``
+    (``on_error: skip``) a reference that points at nothing is left out and warned about
+    while the others are kept; an escape from the root is never skipped.
+
+    Raises:
+        BlocksError: a reference failed and ``skip`` is false, or it leaves the root.
+    """
+    pieces: list[ResolvedReference] = []
+    warnings: list[str] = []
+    for ref in refs:
+        try:
+            piece = resolve_reference(root, ref)
+        except PathEscapeError:
+            raise
+        except BlocksError as exc:
+            if not skip:
+                raise
+            warnings.append(f"{request.layer}: select entry {str(ref)!r} skipped: {exc}")
+            continue
+        found = piece.reference
+        if (
+            isinstance(ref, BlockReference)
+            and isinstance(found, BlockReference)
+            and renamed_from(ref.block, found.block)
+        ):
+            warnings.append(
+                f"{request.layer}: block {ref.block!r} of {ref.path!r} no longer exists; "
+                f"resolved by its remaining path to {found.block!r} (update the policy's "
+                "select entry)"
+            )
+        pieces.append(piece)
+    return pieces, warnings
+
+
+def collect_files(request: CollectRequest) -> str | Collected | None:
     """Collect the ``select``-ed pieces of a ``files`` layer.
+
+    Returns:
+        The labelled pieces packed into the cap; a `Collected` when the report should
+        warn about them (a block resolved by its remaining path, a piece skipped under
+        ``on_error: skip``).
 
     Raises:
         BlocksError: the root or a reference leaves its folder, a file is missing or too
@@ -137,9 +184,13 @@ def collect_files(request: CollectRequest) -> str | None:
             "the policy file, but this policy was not loaded from a file (no base_dir)"
         )
     root = resolve_root(spec.root, base_dir=request.base_dir)
-    pieces = [resolve_reference(root, ref) for ref in expand_select(root, spec.select)]
+    pieces, warnings = _resolve_pieces(
+        request, root, expand_select(root, spec.select), skip=spec.on_error == "skip"
+    )
     kept = pack_pieces(pieces, cap_tokens=request.cap_tokens, count_tokens=request.count_tokens)
     text = render_layer(
         pieces, kept, cap_tokens=request.cap_tokens, count_tokens=request.count_tokens
     )
+    if warnings:
+        return Collected(text or None, tuple(warnings))
     return text or None
