@@ -332,6 +332,8 @@ class _ProcessFacts(NamedTuple):
     #: whether such a call may be a next turn `compose_next_turn` composes: the plan takes
     #: the history and its input from it, and does not redistribute caps
     next_turns: bool
+    #: whether a ``files`` layer's root names the call's thread (``data/{thread_id}``)
+    thread_roots: bool = False
 
 
 def _plain_input(policy: Policy) -> bool:
@@ -369,7 +371,13 @@ def _facts(policy: Policy, plan: LayerPlan, tiered_services: Mapping[str, str]) 
         extras=ReportExtras(warnings=(warning,)) if warning else NO_EXTRAS,
         plain=plain_input and not (collected or recall_layers or can_summarize or tiered),
         next_turns=_plain_next_turns(plan),
+        thread_roots=_thread_roots(collected),
     )
+
+
+def _thread_roots(collected: tuple[_CollectedLayer, ...]) -> bool:
+    """Whether a ``files`` layer among ``collected`` has a root naming the thread."""
+    return any(spec.type == "files" and "{thread_id}" in spec.root for _, spec, _, _ in collected)
 
 
 def _plain_next_turns(plan: LayerPlan) -> bool:
@@ -591,6 +599,7 @@ class PolicyEngine:
         query: str | None,
         services: Mapping[str, Any],
         skip: Mapping[str, Any],
+        thread_id: str | None = None,
     ) -> tuple[CollectRequest, ...]:
         facts = self._facts[plan.process]
         layers = facts.collected
@@ -611,6 +620,7 @@ class PolicyEngine:
                 count_tokens=count,
                 base_dir=base_dir,
                 vars=self._policy.vars,
+                thread_id=thread_id,
             )
             for name, spec, cap_tokens, base_dir in layers
             if name not in skip
@@ -703,6 +713,8 @@ class PolicyEngine:
             thread_id=thread_id,
             recall=bool(recall_layers),
         )
+        if thread_id is None and facts.thread_roots:
+            thread_id = _langgraph_thread_id()
         warning = facts.summarize_warning
         # positional (in field order): a frozen dataclass sets keyword arguments more slowly
         inputs = ComposeCall(
@@ -720,7 +732,12 @@ class PolicyEngine:
             inputs=inputs,
             state=state,
             requests=self._requests(
-                plan, state=state, query=given.text, services=merged, skip=overrides
+                plan,
+                state=state,
+                query=given.text,
+                services=merged,
+                skip=overrides,
+                thread_id=thread_id,
             ),
             services=merged,
             stored_history=stored,
@@ -772,8 +789,12 @@ class PolicyEngine:
         state: Mapping[str, Any] | None = None,
         query: str | None = None,
         services: Mapping[str, Any] | None = None,
+        thread_id: str | None = None,
     ) -> dict[str, str]:
         """Run the collectors of ``process``'s block layers.
+
+        ``thread_id`` names the conversation (a ``files`` root's ``{thread_id}``; default:
+        the LangGraph ``thread_id`` when called inside a graph).
 
         Returns:
             ``{layer: text}`` for every layer whose collector produced text (keys end
@@ -788,8 +809,14 @@ class PolicyEngine:
             history = as_messages(state.get("messages"), argument="state['messages']")
             last = next((m for m in reversed(history) if m.type == "human"), None)
             query = None if last is None else str(last.text)
+        _check_thread_id(thread_id)
         requests = self._requests(
-            plan, state=state, query=query, services=self._merged_services(services), skip={}
+            plan,
+            state=state,
+            query=query,
+            services=self._merged_services(services),
+            skip={},
+            thread_id=thread_id if thread_id is not None else _langgraph_thread_id(),
         )
         return {o.layer: o.text for o in run_collectors(requests) if o.text}
 

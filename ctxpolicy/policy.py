@@ -390,7 +390,10 @@ class FilesCollectorSpec(_CollectorBase):
     type: Annotated[Literal["files"], _COLLECTOR_TYPE]
     root: Annotated[str, Field(min_length=1)] = Field(
         description="Folder of the files, relative to the policy file that declares it; may "
-        "not leave that folder."
+        "not leave that folder. It may name the session: `data/{thread_id}` (the call's "
+        "LangGraph thread) or `data/{session_id}` (the state's `session_id`), each filled "
+        "per call with one plain folder name; a session without its folder yet gets an "
+        "empty layer and a report warning."
     )
     select: Annotated[tuple[Annotated[str, Field(min_length=1)], ...], Field(min_length=1)] = Field(
         description="References such as `profile.md#Goals` or `guide.md:12:30`."

@@ -41,6 +41,8 @@ class CollectRequest:
         cap_tokens: The layer's token cap for this call.
         count_tokens: Exact token counter of the policy's tokenizer.
         base_dir: Folder of the policy file that declared this layer (for relative paths).
+        vars: The policy's ``vars``.
+        thread_id: The conversation of this call (the LangGraph ``thread_id``), when known.
     """
 
     layer: str
@@ -54,6 +56,7 @@ class CollectRequest:
     count_tokens: Callable[[str], int]
     base_dir: Path | None = None
     vars: Mapping[str, Any] = field(default_factory=dict)
+    thread_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

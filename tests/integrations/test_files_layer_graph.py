@@ -3,6 +3,9 @@
 
 Real LangGraph graphs on the SQLite checkpointer, policies written as files:
 
+* finding 11: a ``files`` root that names the session (``data/{thread_id}``,
+  ``data/{session_id}``) reads each thread's own folder; unknown placeholders and roots
+  that leave the policy's folder are policy errors with file:line:col;
 * finding 12: a renamed parent heading no longer fails every call of the layer — the
   block is found by its remaining path, and the report warns (never silent); a block
   that is gone is a reported skip of that piece under ``on_error: skip`` and a layer
@@ -155,3 +158,89 @@ def test_a_block_that_is_gone_fails_the_layer_under_on_error_fail(
         graph.invoke(user_turn("q", turn_id="1"), {"configurable": {"thread_id": "t-fail"}})
     assert caught.value.layer == "knowledge__context"
     assert model.calls == 0
+
+
+# --------------------------------------------------------------------------- finding 11
+
+
+def session_folders(tmp_path: Path) -> None:
+    for session, goal in (("会话-甲", "甲的目标：学分布式系统"), ("t-b", "B's goal: learn SQL")):
+        folder = tmp_path / "data" / session
+        folder.mkdir(parents=True)
+        (folder / "profile.md").write_text(f"# 学习目标\n{goal}\n", encoding="utf-8")
+
+
+def test_a_root_that_names_the_thread_reads_each_sessions_folder(tmp_path: Path) -> None:
+    session_folders(tmp_path)
+    policy = write_policy(tmp_path, root="data/{thread_id}", select='"profile.md#学习目标"')
+    model = RecordingChatModel(responses=replies("a1", "a2", "a3", "a4"))
+    reports: list[ComposeResult] = []
+    graph = build(policy, tmp_path / "c.sqlite", model, reports)
+    graph.invoke(user_turn("我的目标？", turn_id="1"), {"configurable": {"thread_id": "会话-甲"}})
+    graph.invoke(user_turn("my goal?", turn_id="1"), {"configurable": {"thread_id": "t-b"}})
+    assert "甲的目标：学分布式系统" in layer_text(model, 0)
+    assert "B's goal" not in layer_text(model, 0)
+    assert "B's goal: learn SQL" in layer_text(model, 1)
+    assert "甲的目标" not in layer_text(model, 1)
+
+    # a restarted process on the same checkpoint file still reads the thread's folder
+    build(policy, tmp_path / "c.sqlite", model, reports).invoke(
+        user_turn("again", turn_id="2"), {"configurable": {"thread_id": "会话-甲"}}
+    )
+    assert "甲的目标：学分布式系统" in layer_text(model, 2)
+
+    # a thread without its folder yet: an empty layer, said in the report; the turn runs
+    state = graph.invoke(user_turn("hi", turn_id="1"), {"configurable": {"thread_id": "new"}})
+    assert state["messages"][-1].content == "a4"
+    assert [m.type for m in model.seen[3]] == ["system", "human"]
+    assert reports[-1].report.warnings == (
+        "knowledge__context: no folder 'data/new' for this session yet; the layer is empty",
+    )
+
+
+def test_a_root_that_names_the_session_id_reads_the_state(tmp_path: Path) -> None:
+    session_folders(tmp_path)
+    policy = write_policy(tmp_path, root="data/{session_id}", select='"profile.md"')
+    model = RecordingChatModel(responses=replies("a1"))
+    graph = build(policy, tmp_path / "c.sqlite", model, [])
+    graph.invoke(
+        {**user_turn("q", turn_id="1"), "namespace": "edu", "session_id": "t-b"},
+        {"configurable": {"thread_id": "thread-9"}},
+    )
+    assert "B's goal: learn SQL" in layer_text(model, 0)
+
+
+@pytest.mark.parametrize("thread", ["..", ".", "a/../../etc", "x\\y"])
+def test_a_thread_id_never_leads_out_of_the_policys_folder(tmp_path: Path, thread: str) -> None:
+    session_folders(tmp_path)
+    (tmp_path.parent / "secret.md").write_text("SECRET", encoding="utf-8")
+    policy = write_policy(tmp_path, root="data/{thread_id}", select='"profile.md"')
+    model = RecordingChatModel(responses=replies("a1"))
+    graph = build(policy, tmp_path / "c.sqlite", model, [])
+    with pytest.raises(CollectorError, match="plain folder name"):
+        graph.invoke(user_turn("q", turn_id="1"), {"configurable": {"thread_id": thread}})
+    assert model.calls == 0
+
+
+@pytest.mark.parametrize(
+    ("root", "rule", "message"),
+    [
+        ("data/{user_id}", "files.root-placeholder", "unknown placeholder {user_id}"),
+        ("data/{thread_id", "files.root-placeholder", "brace"),
+        ("../{thread_id}", "path.outside", "'../{thread_id}' leaves the policy's folder"),
+        ("data/{thread_id}/../../..", "path.outside", "leaves the policy's folder"),
+    ],
+)
+def test_a_bad_root_placeholder_is_a_policy_error_at_its_line(
+    tmp_path: Path, root: str, rule: str, message: str
+) -> None:
+    from ctxpolicy.errors import PolicyValidationError
+
+    session_folders(tmp_path)
+    policy = write_policy(tmp_path, root=root, select='"profile.md"')
+    with pytest.raises(PolicyValidationError) as caught:
+        init_context_engine(policy)
+    (issue,) = caught.value.issues
+    assert (issue.rule, issue.path) == (rule, "$.layers.knowledge__context.collector.root")
+    assert (Path(issue.file).name, issue.line, issue.column) == ("policy.yaml", 9, 7)
+    assert message in issue.message
