@@ -31,6 +31,7 @@ from ctxpolicy.blocks.inline import QueryReference, expand_query
 from ctxpolicy.blocks.sandbox import resolve_root
 from ctxpolicy.budget import wide_recall_cap
 from ctxpolicy.collectors.base import CollectRequest
+from ctxpolicy.collectors.needs import missing_services
 from ctxpolicy.collectors.run import CollectOutcome, arun_collectors, run_collectors
 from ctxpolicy.compose import (
     ComposeCall,
@@ -43,7 +44,7 @@ from ctxpolicy.compose import (
     compose_next_turn,
     input_notes,
 )
-from ctxpolicy.errors import BlocksError, CollectorError
+from ctxpolicy.errors import BlocksError, CollectorError, MissingServiceError
 from ctxpolicy.history import MessagesView, as_messages
 from ctxpolicy.layers import CHECKPOINT_MESSAGES, COMPRESSION, QUERY
 from ctxpolicy.loading import load_policy
@@ -531,9 +532,31 @@ class PolicyEngine:
 
         Raises:
             PolicyValidationError: the file is invalid (holds every issue).
+            MissingServiceError: the policy needs a service ``services`` lacks
+                (`check_services`).
         """
         policy = load_policy(path, enable_share_context=enable_share_context)
-        return cls(policy, services=services)
+        engine = cls(policy, services=services)
+        engine.check_services()
+        return engine
+
+    def check_services(self) -> None:
+        """Refuse an engine without the services its policy needs (docs/app-start.md).
+
+        A ``retriever``, ``memory`` (without ``tiers``) or ``skills`` layer with
+        ``on_error: fail`` needs its service, and a ``summarize`` history overflow the
+        ``summarizer``; `from_file` calls this, so a missing one fails at start-up, not
+        on the first call that needs it. Services given only per call
+        (``compose(services=...)``) or in state are not seen here: build such an engine
+        with ``PolicyEngine(load_policy(path))``.
+
+        Raises:
+            MissingServiceError: one issue per missing service: the layer, the policy
+                key and its ``file:line:col``.
+        """
+        issues = missing_services(self._policy, self._plans, self._services)
+        if issues:
+            raise MissingServiceError(issues)
 
     @property
     def policy(self) -> Policy:

@@ -37,6 +37,7 @@ from pydantic import (
 )
 from typing_extensions import TypeAliasType
 
+from ctxpolicy.diagnostics import Location
 from ctxpolicy.layers import (
     BLOCK_LAYER_PATTERN,
     CHECKPOINT_MESSAGES,
@@ -931,6 +932,8 @@ class Policy(_Frozen, PolicyViews):
     _base_dirs: Mapping[str, Path] = PrivateAttr(default_factory=dict)
     #: ``file:line:col`` of each layer's entry in ``order`` (loaded policies only).
     _order_locations: Mapping[str, str] = PrivateAttr(default_factory=dict)
+    #: where each value of a loaded policy was set (`ctxpolicy.diagnostics.locate`)
+    _sourcemap: Mapping[tuple[str | int, ...], Location] = PrivateAttr(default_factory=dict)
 
     @model_validator(mode="before")
     @classmethod
@@ -976,6 +979,7 @@ class Policy(_Frozen, PolicyViews):
         copy._source = self._source
         copy._base_dirs = self._base_dirs
         copy._order_locations = self._order_locations
+        copy._sourcemap = self._sourcemap
         return copy
 
     def to_data(self) -> dict[str, Any]:

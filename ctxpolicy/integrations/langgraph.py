@@ -112,11 +112,16 @@ def init_context_engine(
         PolicyNotGivenError: no policy given and ``CTXPOLICY_POLICY`` is not set (a
             ``ValueError``).
         PolicyValidationError: the file is invalid.
+        MissingServiceError: the policy needs a service ``services`` lacks (a retriever,
+            memory or skills layer with ``on_error: fail``, the ``summarizer`` of a
+            ``summarize`` overflow), named with its layer, key and ``file:line:col``.
     """
     if isinstance(policy, Policy):
         if enable_share_context is not None:
             policy = policy.with_share_context(enable_share_context)
-        return PolicyEngine(policy, services=services)
+        engine = PolicyEngine(policy, services=services)
+        engine.check_services()
+        return engine
     if policy is None:
         policy = policy_path()
     return PolicyEngine.from_file(
