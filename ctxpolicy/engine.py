@@ -31,6 +31,7 @@ from ctxpolicy.blocks.inline import QueryReference, expand_query
 from ctxpolicy.blocks.sandbox import resolve_root
 from ctxpolicy.budget import wide_recall_cap
 from ctxpolicy.collectors.base import CollectRequest
+from ctxpolicy.collectors.needs import missing_services
 from ctxpolicy.collectors.run import CollectOutcome, arun_collectors, run_collectors
 from ctxpolicy.compose import (
     ComposeCall,
@@ -43,7 +44,7 @@ from ctxpolicy.compose import (
     compose_next_turn,
     input_notes,
 )
-from ctxpolicy.errors import BlocksError, CollectorError
+from ctxpolicy.errors import BlocksError, CollectorError, MissingServiceError
 from ctxpolicy.history import MessagesView, as_messages
 from ctxpolicy.layers import CHECKPOINT_MESSAGES, COMPRESSION, QUERY
 from ctxpolicy.loading import load_policy
@@ -332,6 +333,8 @@ class _ProcessFacts(NamedTuple):
     #: whether such a call may be a next turn `compose_next_turn` composes: the plan takes
     #: the history and its input from it, and does not redistribute caps
     next_turns: bool
+    #: whether a ``files`` layer's root names the call's thread (``data/{thread_id}``)
+    thread_roots: bool = False
 
 
 def _plain_input(policy: Policy) -> bool:
@@ -369,7 +372,13 @@ def _facts(policy: Policy, plan: LayerPlan, tiered_services: Mapping[str, str]) 
         extras=ReportExtras(warnings=(warning,)) if warning else NO_EXTRAS,
         plain=plain_input and not (collected or recall_layers or can_summarize or tiered),
         next_turns=_plain_next_turns(plan),
+        thread_roots=_thread_roots(collected),
     )
+
+
+def _thread_roots(collected: tuple[_CollectedLayer, ...]) -> bool:
+    """Whether a ``files`` layer among ``collected`` has a root naming the thread."""
+    return any(spec.type == "files" and "{thread_id}" in spec.root for _, spec, _, _ in collected)
 
 
 def _plain_next_turns(plan: LayerPlan) -> bool:
@@ -429,6 +438,17 @@ def _recall_moved(
     if len(composition.kept_history) != len(first.kept_history):
         return True
     return any(composition.report.layer(name).cuts for name in steps)
+
+
+def _with_collected(
+    extras: ReportExtras, skipped: Sequence[SkippedCollector], warnings: tuple[str, ...]
+) -> ReportExtras:
+    """``extras`` with the collectors' skips and warnings (the same object when none)."""
+    if not skipped and not warnings:
+        return extras
+    return dataclasses.replace(
+        extras, skipped=tuple(skipped), warnings=(*extras.warnings, *warnings)
+    )
 
 
 def _summarized_cut(composition: Composition) -> LayerCut:
@@ -512,9 +532,31 @@ class PolicyEngine:
 
         Raises:
             PolicyValidationError: the file is invalid (holds every issue).
+            MissingServiceError: the policy needs a service ``services`` lacks
+                (`check_services`).
         """
         policy = load_policy(path, enable_share_context=enable_share_context)
-        return cls(policy, services=services)
+        engine = cls(policy, services=services)
+        engine.check_services()
+        return engine
+
+    def check_services(self) -> None:
+        """Refuse an engine without the services its policy needs (docs/app-start.md).
+
+        A ``retriever``, ``memory`` (without ``tiers``) or ``skills`` layer with
+        ``on_error: fail`` needs its service, and a ``summarize`` history overflow the
+        ``summarizer``; `from_file` calls this, so a missing one fails at start-up, not
+        on the first call that needs it. Services given only per call
+        (``compose(services=...)``) or in state are not seen here: build such an engine
+        with ``PolicyEngine(load_policy(path))``.
+
+        Raises:
+            MissingServiceError: one issue per missing service: the layer, the policy
+                key and its ``file:line:col``.
+        """
+        issues = missing_services(self._policy, self._plans, self._services)
+        if issues:
+            raise MissingServiceError(issues)
 
     @property
     def policy(self) -> Policy:
@@ -580,6 +622,7 @@ class PolicyEngine:
         query: str | None,
         services: Mapping[str, Any],
         skip: Mapping[str, Any],
+        thread_id: str | None = None,
     ) -> tuple[CollectRequest, ...]:
         facts = self._facts[plan.process]
         layers = facts.collected
@@ -600,6 +643,7 @@ class PolicyEngine:
                 count_tokens=count,
                 base_dir=base_dir,
                 vars=self._policy.vars,
+                thread_id=thread_id,
             )
             for name, spec, cap_tokens, base_dir in layers
             if name not in skip
@@ -692,6 +736,8 @@ class PolicyEngine:
             thread_id=thread_id,
             recall=bool(recall_layers),
         )
+        if thread_id is None and facts.thread_roots:
+            thread_id = _langgraph_thread_id()
         warning = facts.summarize_warning
         # positional (in field order): a frozen dataclass sets keyword arguments more slowly
         inputs = ComposeCall(
@@ -709,7 +755,12 @@ class PolicyEngine:
             inputs=inputs,
             state=state,
             requests=self._requests(
-                plan, state=state, query=given.text, services=merged, skip=overrides
+                plan,
+                state=state,
+                query=given.text,
+                services=merged,
+                skip=overrides,
+                thread_id=thread_id,
             ),
             services=merged,
             stored_history=stored,
@@ -733,21 +784,26 @@ class PolicyEngine:
 
     def _collected(
         self, call: _Call, outcomes: Sequence[CollectOutcome]
-    ) -> tuple[dict[str, str | None], dict[str, LayerSource], list[SkippedCollector]]:
+    ) -> tuple[
+        dict[str, str | None], dict[str, LayerSource], list[SkippedCollector], tuple[str, ...]
+    ]:
+        """The collectors' values and sources, the skipped ones, and their warnings."""
         values: dict[str, str | None] = {}
         sources: dict[str, LayerSource] = {}
         skipped: list[SkippedCollector] = []
+        warnings: list[str] = []
         for outcome in outcomes:
             if outcome.error is not None:
                 skipped.append(SkippedCollector(outcome.layer, outcome.collector, outcome.error))
                 continue
+            warnings.extend(outcome.warnings)
             values[outcome.layer] = outcome.text
             if outcome.text:
                 sources[outcome.layer] = "collector"
         for key, value in call.inputs.contexts.items():
             values[key] = value
             sources[key] = "contexts"
-        return values, sources, skipped
+        return values, sources, skipped, tuple(warnings)
 
     def collect(
         self,
@@ -756,8 +812,12 @@ class PolicyEngine:
         state: Mapping[str, Any] | None = None,
         query: str | None = None,
         services: Mapping[str, Any] | None = None,
+        thread_id: str | None = None,
     ) -> dict[str, str]:
         """Run the collectors of ``process``'s block layers.
+
+        ``thread_id`` names the conversation (a ``files`` root's ``{thread_id}``; default:
+        the LangGraph ``thread_id`` when called inside a graph).
 
         Returns:
             ``{layer: text}`` for every layer whose collector produced text (keys end
@@ -772,8 +832,14 @@ class PolicyEngine:
             history = as_messages(state.get("messages"), argument="state['messages']")
             last = next((m for m in reversed(history) if m.type == "human"), None)
             query = None if last is None else str(last.text)
+        _check_thread_id(thread_id)
         requests = self._requests(
-            plan, state=state, query=query, services=self._merged_services(services), skip={}
+            plan,
+            state=state,
+            query=query,
+            services=self._merged_services(services),
+            skip={},
+            thread_id=thread_id if thread_id is not None else _langgraph_thread_id(),
         )
         return {o.layer: o.text for o in run_collectors(requests) if o.text}
 
@@ -961,6 +1027,7 @@ class PolicyEngine:
         values: dict[str, str | None],
         sources: dict[str, LayerSource],
         skipped: Sequence[SkippedCollector],
+        warnings: tuple[str, ...] = (),
     ) -> ComposeResult:
         """The result of a call that neither summarizes nor recalls: one composition.
 
@@ -968,9 +1035,7 @@ class PolicyEngine:
         a generator (a plain call given only its prompt, query and history takes the
         shorter `_compose_plain`).
         """
-        extras = (
-            dataclasses.replace(call.extras, skipped=tuple(skipped)) if skipped else call.extras
-        )
+        extras = _with_collected(call.extras, skipped, warnings)
         plan = call.inputs.plan
         facts = self._facts[plan.process]
         composition = compose_call(
@@ -992,15 +1057,14 @@ class PolicyEngine:
         values: dict[str, str | None],
         sources: dict[str, LayerSource],
         skipped: Sequence[SkippedCollector],
+        warnings: tuple[str, ...] = (),
     ) -> Generator[SummarizeRequest | RecallStep, Any, ComposeResult]:
         """Compose, yielding each history prefix to summarize and each recall layer to fill.
 
         `compose` and `acompose` only drive it, with a sync or an async summarizer and
         recall call, so the engine's own logic stays free of I/O.
         """
-        extras = (
-            dataclasses.replace(call.extras, skipped=tuple(skipped)) if skipped else call.extras
-        )
+        extras = _with_collected(call.extras, skipped, warnings)
         inputs, composition, summary, extras = yield from self._summary_passes(
             call, values, sources, extras
         )

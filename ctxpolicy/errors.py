@@ -29,6 +29,20 @@ class PolicyValidationError(CtxPolicyError):
         super().__init__(f"invalid policy ({len(errors)} error(s)):\n{head}{more}")
 
 
+class MissingServiceError(PolicyValidationError, LookupError):
+    """The policy needs runtime services the application did not give the engine.
+
+    Raised when the engine is built (`PolicyEngine.from_file`, ``init_context_engine``),
+    not on the first call that needs one: ``issues`` names each layer, the policy key and
+    its ``file:line:col``. A `PolicyValidationError` and a ``LookupError``.
+    """
+
+    def __init__(self, issues: Sequence[PolicyIssue]) -> None:
+        super().__init__(issues)
+        head = "\n".join(i.format_text() for i in self.issues)
+        self.args = (f"the policy needs {len(self.issues)} service(s) not given:\n{head}",)
+
+
 class PolicyNotGivenError(PolicyValidationError, ValueError):
     """No policy file was given and ``CTXPOLICY_POLICY`` is not set.
 

@@ -144,8 +144,46 @@ MemoryStrategy = Literal["minimal", "balanced", "comprehensive"]
 MemoryTier = Literal["l1", "l2", "l3", "l4"]
 MemorySource = Literal["search", "l1", "l2", "l3"]
 
-#: The file tools a process may ``allow``.
-FileToolName = Literal["read_file", "list_files", "search", "read_block", "write_file"]
+#: The tools a process may ``allow``: the file tools, and ``dismiss_memory`` (memory
+#: curation, applied by ``layers.checkpoint_messages.curate``).
+FileToolName = Literal[
+    "read_file", "list_files", "search", "read_block", "write_file", "dismiss_memory"
+]
+
+
+#: The placeholders a ``files`` collector's ``root`` may name (``data/{thread_id}``):
+#: the LangGraph thread of the call, the state's ``session_id``. See docs/files.md,
+#: 'A folder per session'.
+ROOT_PLACEHOLDERS: Final[tuple[str, ...]] = ("thread_id", "session_id")
+_PLACEHOLDER_RE: Final = re.compile(r"\{([^{}]*)\}")
+
+
+def root_placeholders(root: str) -> tuple[str, ...]:
+    """The names of the ``{name}`` placeholders of a root, in order (unknown ones too).
+
+    Raises:
+        ValueError: a ``{`` or ``}`` that opens or closes no placeholder.
+    """
+    if set("{}").isdisjoint(root):
+        return ()
+    if "{" in _PLACEHOLDER_RE.sub("", root) or "}" in _PLACEHOLDER_RE.sub("", root):
+        raise ValueError(f"root {root!r} has a brace that is not part of a {{name}} placeholder")
+    return tuple(_PLACEHOLDER_RE.findall(root))
+
+
+def fill_root(root: str, values: Mapping[str, str]) -> str:
+    """``root`` with each ``{name}`` replaced by ``values[name]`` (every name must be given)."""
+    return _PLACEHOLDER_RE.sub(lambda match: values[match.group(1)], root)
+
+
+def static_root(root: str) -> str:
+    """The folders of ``root`` before its first segment with a placeholder (``.``: none)."""
+    kept: list[str] = []
+    for segment in root.split("/"):
+        if "{" in segment:
+            break
+        kept.append(segment)
+    return "/".join(kept) or "."
 
 
 def is_block_layer(name: str) -> bool:

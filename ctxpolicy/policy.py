@@ -37,6 +37,7 @@ from pydantic import (
 )
 from typing_extensions import TypeAliasType
 
+from ctxpolicy.diagnostics import Location
 from ctxpolicy.layers import (
     BLOCK_LAYER_PATTERN,
     CHECKPOINT_MESSAGES,
@@ -390,7 +391,10 @@ class FilesCollectorSpec(_CollectorBase):
     type: Annotated[Literal["files"], _COLLECTOR_TYPE]
     root: Annotated[str, Field(min_length=1)] = Field(
         description="Folder of the files, relative to the policy file that declares it; may "
-        "not leave that folder."
+        "not leave that folder. It may name the session: `data/{thread_id}` (the call's "
+        "LangGraph thread) or `data/{session_id}` (the state's `session_id`), each filled "
+        "per call with one plain folder name; a session without its folder yet gets an "
+        "empty layer and a report warning."
     )
     select: Annotated[tuple[Annotated[str, Field(min_length=1)], ...], Field(min_length=1)] = Field(
         description="References such as `profile.md#Goals` or `guide.md:12:30`."
@@ -799,7 +803,9 @@ class FileToolsSpec(_Frozen):
     )
     allow: Annotated[tuple[FileToolName, ...], Field(min_length=1)] = Field(
         default=("read_file", "list_files", "search", "read_block"),
-        description="Which tools the agent gets.",
+        description="Which tools the agent gets. `dismiss_memory` lets the model drop a tool "
+        "result it no longer needs; with `layers.checkpoint_messages.curate: true` every "
+        "later call shows it as a placeholder.",
     )
     write_file: StrictBool = Field(
         default=False,
@@ -932,6 +938,8 @@ class Policy(_Frozen, PolicyViews):
     _base_dirs: Mapping[str, Path] = PrivateAttr(default_factory=dict)
     #: ``file:line:col`` of each layer's entry in ``order`` (loaded policies only).
     _order_locations: Mapping[str, str] = PrivateAttr(default_factory=dict)
+    #: where each value of a loaded policy was set (`ctxpolicy.diagnostics.locate`)
+    _sourcemap: Mapping[tuple[str | int, ...], Location] = PrivateAttr(default_factory=dict)
 
     @model_validator(mode="before")
     @classmethod
@@ -977,6 +985,7 @@ class Policy(_Frozen, PolicyViews):
         copy._source = self._source
         copy._base_dirs = self._base_dirs
         copy._order_locations = self._order_locations
+        copy._sourcemap = self._sourcemap
         return copy
 
     def to_data(self) -> dict[str, Any]:

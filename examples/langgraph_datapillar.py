@@ -98,6 +98,7 @@ def build_graph(engine: PolicyEngine, saver: SqliteSaver, *, analyst_replies: li
                 '["count rows", "measure null rates", "range of amount"]}'
             ),
             on_compose=show_prompt,
+            reducer="reducer",
         ),
         worker=mapreduce_worker_node(
             engine,

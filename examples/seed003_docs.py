@@ -3,7 +3,7 @@
 - `policies/seed003-docs.yaml` declares it all: a ``files`` layer over ``policies/docs/``
   (Markdown blocks and JSON keys, labelled with file and lines), inline references in
   the user's input (``layers.query.references``), read-only file tools (``tools:``) and
-  ``checkpoint_messages.curate: true``;
+  ``checkpoint_messages.curate: true`` with ``dismiss_memory`` in ``tools.allow``;
 - turn 1: the user's input carries ``[handbook.md#SQL style]``; the prompt holds the
   referenced block once, right after the input, while the stored HumanMessage keeps
   its text; the model calls ``read_block`` and ``read_file`` through the policy's tools
@@ -14,8 +14,8 @@
   dismissal still applies, because it is part of the checkpointed history.
 
 The model is a scripted langchain-core fake (a ``BaseChatModel``; no network). The
-policy declares which file tools the agent gets; ``dismiss_memory`` is not one of
-them (its ``allow`` list names file tools only), so it is added here in code.
+policy declares every tool the agent gets, ``dismiss_memory`` included: `agent_node`
+binds them and ``ToolNode(policy_tools(engine))`` runs them; nothing is added in code.
 
 Run:  .venv/bin/python examples/seed003_docs.py
 """
@@ -34,7 +34,6 @@ from langgraph.graph import START, StateGraph
 from langgraph.prebuilt import ToolNode, tools_condition
 from pydantic import Field
 
-from ctxpolicy.blocks.curation import CurationLog, create_dismiss_memory_tool
 from ctxpolicy.engine import ComposeResult, PolicyEngine
 from ctxpolicy.integrations.langgraph import (
     agent_node,
@@ -70,20 +69,18 @@ def build(
     engine: PolicyEngine, model: ToolCallingFake, db: Path, reports: list[ComposeResult]
 ) -> Any:
     """The graph: agent ⇄ tools, on a SQLite checkpointer at ``db``."""
-    tools = [*policy_tools(engine, "react"), create_dismiss_memory_tool(CurationLog())]
     graph = StateGraph(state_schema(engine))
     graph.add_node(
         "agent",
-        agent_node(
+        agent_node(  # binds the policy's tools (its `tools:` key)
             engine,
             name="agent",
             system_prompt="You answer questions about the Datapillar warehouse.",
             model=model,
-            tools=tools,
             on_compose=lambda name, result: reports.append(result),
         ),
     )
-    graph.add_node("tools", ToolNode(tools))
+    graph.add_node("tools", ToolNode(policy_tools(engine)))  # the same tools, run
     graph.add_edge(START, "agent")
     graph.add_conditional_edges("agent", tools_condition)
     graph.add_edge("tools", "agent")

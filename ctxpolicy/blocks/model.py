@@ -98,17 +98,34 @@ def get_block_by_id(blocks: Sequence[Block], block_id: str) -> Block | None:
 
 
 def find_block(blocks: Sequence[Block], block_id: str) -> Block | None:
-    """Like `get_block_by_id`, with one forgiving fallback.
+    """Like `get_block_by_id`, with forgiving fallbacks for short and stale ids.
 
-    When no id matches exactly, a block whose id *ends* with ``/block_id`` is returned if
-    it is the only one (``学习目标`` finds ``基本信息/学习目标`` when that is unambiguous).
+    When no id matches exactly, the blocks whose id *ends* with ``/block_id`` are
+    looked at (``学习目标`` finds ``基本信息/学习目标``); when none does, the same is
+    tried with the id's leading segments dropped one by one, so a reference survives a
+    renamed parent heading (``旧标题/学习目标`` finds ``新标题/学习目标``). The longest
+    remaining path that matches decides: one block is returned, several are ambiguous
+    (None). See docs/files.md, 'Renamed headings'.
     """
     exact = get_block_by_id(blocks, block_id)
     if exact is not None:
         return exact
-    suffix = ID_SEPARATOR + block_id
-    matches = [b for b in iter_blocks(blocks) if b.id.endswith(suffix)]
-    return matches[0] if len(matches) == 1 else None
+    segments = block_id.split(ID_SEPARATOR)
+    for start in range(len(segments)):
+        tail = ID_SEPARATOR.join(segments[start:])
+        suffix = ID_SEPARATOR + tail
+        matches = [
+            b for b in iter_blocks(blocks) if b.id.endswith(suffix) or (start and b.id == tail)
+        ]
+        if matches:
+            return matches[0] if len(matches) == 1 else None
+    return None
+
+
+def renamed_from(requested: str, found: str) -> bool:
+    """Whether ``found`` was reached by dropping leading segments of ``requested`` (its
+    parent path no longer exists), not as the same id or a shorthand suffix of it."""
+    return found != requested and not found.endswith(ID_SEPARATOR + requested)
 
 
 def block_ids(blocks: Sequence[Block]) -> tuple[str, ...]:

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from langchain_core.tools import StructuredTool, ToolException
 
-from ctxpolicy.blocks.curation import CurationLog, create_dismiss_memory_tool
+from ctxpolicy.blocks.curation import DISMISS_MEMORY, CurationLog, create_dismiss_memory_tool
 from ctxpolicy.blocks.markdown import split_lines
 from ctxpolicy.blocks.references import BlockReference, slice_reference
 from ctxpolicy.blocks.sandbox import (
@@ -370,6 +370,8 @@ def policy_file_tools(policy: Policy, process: str | None = None) -> list[BaseTo
     against the folder of the policy file that declares it, with the ``files`` collector's
     confinement (relative, inside that folder, symlinks included). Only the tools in
     ``allow`` are returned; ``write_file`` needs ``write_file: true`` as well.
+    ``dismiss_memory`` records into a log of its own: its calls and answers stay in the
+    history, where ``layers.checkpoint_messages.curate`` reads them.
 
     Args:
         policy: A loaded policy.
@@ -395,6 +397,7 @@ def policy_file_tools(policy: Policy, process: str | None = None) -> list[BaseTo
     tools = create_file_tools(
         root,
         enable_write=enable_write,
+        curation_log=CurationLog() if DISMISS_MEMORY in spec.allow else None,
         max_output_chars=spec.max_output_chars or DEFAULT_MAX_OUTPUT_CHARS,
         max_results=spec.max_results or DEFAULT_MAX_RESULTS,
     )

@@ -41,6 +41,8 @@ class CollectRequest:
         cap_tokens: The layer's token cap for this call.
         count_tokens: Exact token counter of the policy's tokenizer.
         base_dir: Folder of the policy file that declared this layer (for relative paths).
+        vars: The policy's ``vars``.
+        thread_id: The conversation of this call (the LangGraph ``thread_id``), when known.
     """
 
     layer: str
@@ -54,10 +56,28 @@ class CollectRequest:
     count_tokens: Callable[[str], int]
     base_dir: Path | None = None
     vars: Mapping[str, Any] = field(default_factory=dict)
+    thread_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Collected:
+    """A collector's text with what the call's report should warn about.
+
+    A collector may return this instead of a plain ``str`` when something it did is worth
+    a reader's attention without failing the layer (a reference resolved another way, a
+    piece left out): each warning goes to `ctxpolicy.report.ComposeReport.warnings`.
+
+    Attributes:
+        text: The layer's text (None or ``""``: nothing this turn).
+        warnings: Sentences for the report, each naming the layer.
+    """
+
+    text: str | None
+    warnings: tuple[str, ...] = ()
 
 
 class Collector(Protocol):
-    """A collector: ``(request) -> str | None``, sync or async.
+    """A collector: ``(request) -> str | Collected | None``, sync or async.
 
     A collector object may also define ``async acollect(request)``; under
     ``PolicyEngine.acompose`` the runner prefers it (the built-in retriever and
@@ -65,7 +85,9 @@ class Collector(Protocol):
     ``request.state`` arrives as a read-only mapping view.
     """
 
-    def __call__(self, request: CollectRequest, /) -> Awaitable[str | None] | str | None: ...
+    def __call__(
+        self, request: CollectRequest, /
+    ) -> Awaitable[str | Collected | None] | str | Collected | None: ...
 
 
 #: The built-in collector types: ``type -> "module:attribute"`` (imported on first use).

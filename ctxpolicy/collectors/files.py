@@ -6,7 +6,10 @@ Policy::
       collector: {type: files, root: docs, select: ["profile.md#Goals", "guide.md:12:30"]}
 
 ``root`` is relative to the folder of the policy file that declares the layer
-(``request.base_dir``) and must stay inside it. Each ``select`` entry is a reference
+(``request.base_dir``) and must stay inside it. It may name the session
+(``data/{thread_id}``, ``data/{session_id}``): each placeholder is filled per call with
+one plain folder name; a session without its folder yet gets an empty layer and a
+report warning (docs/files.md, 'A folder per session'). Each ``select`` entry is a reference
 (``file:START:END``, ``file#block/path``, ``file``) or a glob of whole files
 (``*.md``, ``notes/**/*.md``). Whole pieces are packed into ``request.cap_tokens`` in
 ``select`` order; the pieces left out are named in a last line when that line still
@@ -15,10 +18,14 @@ fits. The engine applies the layer's overflow rule to what remains.
 
 from __future__ import annotations
 
+import os
+import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from ctxpolicy.blocks.model import renamed_from
 from ctxpolicy.blocks.references import (
+    BlockReference,
     FileReference,
     Reference,
     ResolvedReference,
@@ -27,8 +34,9 @@ from ctxpolicy.blocks.references import (
     resolve_reference,
 )
 from ctxpolicy.blocks.sandbox import check_relative, resolve_inside, resolve_root
-from ctxpolicy.collectors.base import CollectRequest
+from ctxpolicy.collectors.base import Collected, CollectRequest
 from ctxpolicy.errors import BlocksError, PathEscapeError
+from ctxpolicy.layers import fill_root, root_placeholders
 from ctxpolicy.policy import FilesCollectorSpec
 
 PIECE_SEPARATOR = "\n\n"
@@ -120,8 +128,103 @@ def render_layer(
     return with_note if count_tokens(with_note) <= cap_tokens else text
 
 
-def collect_files(request: CollectRequest) -> str | None:
+def _resolve_pieces(
+    request: CollectRequest, root: Path, refs: Sequence[Reference], *, skip: bool
+) -> tuple[list[ResolvedReference], list[str]]:
+    """The pieces ``refs`` point at, and the report's warnings about them.
+
+    A block found only by its remaining path (a parent heading was renamed,
+    `ctxpolicy.blocks.model.find_block`) is used and warned about. With ``skip``
+    (``on_error: skip``) a reference that points at nothing is left out and warned about
+    while the others are kept; an escape from the root is never skipped.
+
+    Raises:
+        BlocksError: a reference failed and ``skip`` is false, or it leaves the root.
+    """
+    pieces: list[ResolvedReference] = []
+    warnings: list[str] = []
+    for ref in refs:
+        try:
+            piece = resolve_reference(root, ref)
+        except PathEscapeError:
+            raise
+        except BlocksError as exc:
+            if not skip:
+                raise
+            warnings.append(f"{request.layer}: select entry {str(ref)!r} skipped: {exc}")
+            continue
+        found = piece.reference
+        if (
+            isinstance(ref, BlockReference)
+            and isinstance(found, BlockReference)
+            and renamed_from(ref.block, found.block)
+        ):
+            warnings.append(
+                f"{request.layer}: block {ref.block!r} of {ref.path!r} no longer exists; "
+                f"resolved by its remaining path to {found.block!r} (update the policy's "
+                "select entry)"
+            )
+        pieces.append(piece)
+    return pieces, warnings
+
+
+#: What a placeholder may never be filled with (it must stay one plain folder name).
+_UNSAFE_NAME = re.compile(r"[/\\\x00]|^\.\.?$")
+MAX_NAME_CHARS = 255
+
+
+def _placeholder_value(request: CollectRequest, name: str) -> str:
+    """The value of root placeholder ``name`` for this call (one plain folder name).
+
+    Raises:
+        BlocksError: the call has no such value.
+        PathEscapeError: the value is not a plain folder name (``..``, a ``/``, ...).
+    """
+    value = request.thread_id if name == "thread_id" else request.state.get(name)
+    if not isinstance(value, str) or not value:
+        where = "the call's thread id" if name == "thread_id" else f"state[{name!r}]"
+        raise BlocksError(
+            f"layer {request.layer!r}: the files root names {{{name}}}, but {where} is "
+            f"not set (got {value!r})"
+        )
+    if _UNSAFE_NAME.search(value) or len(value) > MAX_NAME_CHARS:
+        raise PathEscapeError(value, f"{{{name}}} must be one plain folder name")
+    return value
+
+
+def _filled(request: CollectRequest, root: str) -> str:
+    """``root`` with its placeholders filled for this call (see `_placeholder_value`)."""
+    names = root_placeholders(root)
+    if not names:
+        return root
+    return fill_root(root, {name: _placeholder_value(request, name) for name in names})
+
+
+def _session_root(request: CollectRequest, root: str, base_dir: Path) -> tuple[str, Path | None]:
+    """The call's root (as filled) and its folder; None when a root that names the
+    session has no folder yet (nothing is read, so nothing can escape).
+
+    Raises:
+        PathEscapeError: the root leaves the policy's folder.
+        FileAccessError: a root without placeholders is missing.
+        BlocksError: a placeholder has no value for this call.
+    """
+    filled = _filled(request, root)
+    if filled != root and not (base_dir / filled).exists():
+        check_relative(filled)
+        if Path(os.path.normpath(filled)).parts[:1] == ("..",):
+            raise PathEscapeError(filled, "'..' leaves the policy's folder")
+        return filled, None
+    return filled, resolve_root(filled, base_dir=base_dir)
+
+
+def collect_files(request: CollectRequest) -> str | Collected | None:
     """Collect the ``select``-ed pieces of a ``files`` layer.
+
+    Returns:
+        The labelled pieces packed into the cap; a `Collected` when the report should
+        warn about them (a block resolved by its remaining path, a piece skipped under
+        ``on_error: skip``).
 
     Raises:
         BlocksError: the root or a reference leaves its folder, a file is missing or too
@@ -136,10 +239,17 @@ def collect_files(request: CollectRequest) -> str | None:
             f"layer {request.layer!r}: a files collector's root {spec.root!r} is relative to "
             "the policy file, but this policy was not loaded from a file (no base_dir)"
         )
-    root = resolve_root(spec.root, base_dir=request.base_dir)
-    pieces = [resolve_reference(root, ref) for ref in expand_select(root, spec.select)]
+    filled, root = _session_root(request, spec.root, request.base_dir)
+    if root is None:
+        note = f"{request.layer}: no folder {filled!r} for this session yet; the layer is empty"
+        return Collected(None, (note,))
+    pieces, warnings = _resolve_pieces(
+        request, root, expand_select(root, spec.select), skip=spec.on_error == "skip"
+    )
     kept = pack_pieces(pieces, cap_tokens=request.cap_tokens, count_tokens=request.count_tokens)
     text = render_layer(
         pieces, kept, cap_tokens=request.cap_tokens, count_tokens=request.count_tokens
     )
+    if warnings:
+        return Collected(text or None, tuple(warnings))
     return text or None

@@ -18,7 +18,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
 
-from ctxpolicy.collectors.base import Collector, CollectRequest, get_collector
+from ctxpolicy.collectors.base import Collected, Collector, CollectRequest, get_collector
 from ctxpolicy.errors import CollectorError
 
 
@@ -31,12 +31,14 @@ class CollectOutcome:
         collector: The collector type, e.g. ``retriever``.
         text: The collected text (None: nothing, or skipped).
         error: The error text when the collector failed with ``on_error: skip``.
+        warnings: What the collector asked the report to warn about (`Collected`).
     """
 
     layer: str
     collector: str
     text: str | None
     error: str | None = None
+    warnings: tuple[str, ...] = ()
 
 
 def _describe(exc: BaseException, timeout: float | None) -> str:
@@ -46,10 +48,19 @@ def _describe(exc: BaseException, timeout: float | None) -> str:
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
-def _check(value: object, layer: str) -> str | None:
+def _check(value: object, layer: str) -> tuple[str | None, tuple[str, ...]]:
+    """A collector's ``(text, warnings)``.
+
+    Raises:
+        TypeError: the collector returned neither text, `Collected` nor None.
+    """
     if value is None or isinstance(value, str):
-        return value
-    raise TypeError(f"collector of {layer} returned {type(value).__name__}, expected str or None")
+        return value, ()
+    if isinstance(value, Collected) and (value.text is None or isinstance(value.text, str)):
+        return value.text, tuple(str(w) for w in value.warnings)
+    raise TypeError(
+        f"collector of {layer} returned {type(value).__name__}, expected str, Collected or None"
+    )
 
 
 def in_daemon_thread(function: Callable[[], Any]) -> Future[Any]:
@@ -101,7 +112,8 @@ def _outcome(
     spec = request.spec
     if error is None:
         try:
-            return CollectOutcome(request.layer, spec.type, _check(value, request.layer))
+            text, warnings = _check(value, request.layer)
+            return CollectOutcome(request.layer, spec.type, text, None, warnings)
         except TypeError as exc:
             error = exc
     message = _describe(error, spec.timeout_s)

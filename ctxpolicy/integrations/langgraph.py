@@ -39,6 +39,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.types import Send
 
 from ctxpolicy.blocks.tools import policy_file_tools
+from ctxpolicy.compose import check_contexts
 from ctxpolicy.engine import PolicyEngine
 from ctxpolicy.errors import QueryPathError
 from ctxpolicy.policy import Policy
@@ -79,6 +80,9 @@ ComposeHook = Callable[[str, "ComposeResult"], None]
 PlanParser = Callable[[str], tuple[str | None, Sequence[str | Mapping[str, Any]]]]
 #: Renders the reducer's runtime query from the MapReduce snapshot.
 ReduceQuery = Callable[[MapReduceSnapshot], str]
+#: ``agent_node(contexts=...)``: runtime values of ``__context`` layers for each call, as a
+#: mapping or as a function of the graph state returning one (None: no override).
+ContextsArg = Mapping[str, str | None] | Callable[[Any], Mapping[str, str | None] | None]
 
 _SESSION_FIELDS = ("namespace", "session_id")
 
@@ -108,11 +112,16 @@ def init_context_engine(
         PolicyNotGivenError: no policy given and ``CTXPOLICY_POLICY`` is not set (a
             ``ValueError``).
         PolicyValidationError: the file is invalid.
+        MissingServiceError: the policy needs a service ``services`` lacks (a retriever,
+            memory or skills layer with ``on_error: fail``, the ``summarizer`` of a
+            ``summarize`` overflow), named with its layer, key and ``file:line:col``.
     """
     if isinstance(policy, Policy):
         if enable_share_context is not None:
             policy = policy.with_share_context(enable_share_context)
-        return PolicyEngine(policy, services=services)
+        engine = PolicyEngine(policy, services=services)
+        engine.check_services()
+        return engine
     if policy is None:
         policy = policy_path()
     return PolicyEngine.from_file(
@@ -209,6 +218,7 @@ def _compose_args(
     query: str | None,
     tools: Sequence[Any] | None,
     thread_id: str | None = None,
+    contexts: Mapping[str, str | None] | None = None,
 ) -> dict[str, Any]:
     rule = engine.policy.process(process)
     return {
@@ -216,10 +226,44 @@ def _compose_args(
         "system_prompt": system_prompt,
         "state": state,
         "query": query,
+        "contexts": contexts,
         "checkpoint_messages": sb.memory.snapshot() if rule.checkpoint_messages else None,
         "services": {"tools": list(tools)} if tools else None,
         "thread_id": thread_id,
     }
+
+
+def _check_contexts_arg(engine: PolicyEngine, process: str, contexts: Any) -> None:
+    """Check ``agent_node(contexts=...)`` when the node is built (a mapping's keys: now).
+
+    Raises:
+        TypeError: neither a mapping, a callable nor None; a value not a str or None.
+        ValueError: a key that is no ``__context`` layer of the policy.
+    """
+    if contexts is None or callable(contexts):
+        return
+    if not isinstance(contexts, Mapping):
+        raise TypeError(
+            "contexts must be a mapping {layer: text}, a callable (state) -> mapping, or "
+            f"None; got {type(contexts).__name__}"
+        )
+    check_contexts(engine.plan(process), contexts)
+
+
+def _call_contexts(contexts: ContextsArg | None, state: Any) -> Mapping[str, str | None] | None:
+    """This call's ``contexts``: the mapping, or what the callable returns for ``state``.
+
+    Raises:
+        TypeError: the callable returned neither a mapping nor None.
+    """
+    if contexts is None or isinstance(contexts, Mapping):
+        return contexts
+    found = contexts(state)
+    if found is not None and not isinstance(found, Mapping):
+        raise TypeError(
+            f"contexts: the callable returned {type(found).__name__}, not a mapping or None"
+        )
+    return found
 
 
 def _compose(
@@ -234,6 +278,7 @@ def _compose(
     tools: Sequence[Any] | None,
     on_compose: ComposeHook | None,
     thread_id: str | None = None,
+    contexts: Mapping[str, str | None] | None = None,
 ) -> ComposeResult:
     result = engine.compose(
         **_compose_args(
@@ -245,6 +290,7 @@ def _compose(
             query=query,
             tools=tools,
             thread_id=thread_id,
+            contexts=contexts,
         )
     )
     if on_compose is not None:
@@ -265,6 +311,7 @@ def agent_node(
     tools: Sequence[Any] | str | None = POLICY_TOOLS,
     schema: type[Any] | None = None,
     on_compose: ComposeHook | None = None,
+    contexts: ContextsArg | None = None,
 ) -> Node:
     """A LangGraph node for one agent turn under ``process``'s rules.
 
@@ -292,6 +339,11 @@ def agent_node(
             a list replaces them, ``None`` binds none.
         schema: The graph state schema (default: `state_schema(engine)`).
         on_compose: Called with ``(name, ComposeResult)`` after composing.
+        contexts: Per-call runtime values of ``__context`` layers (the composer's
+            ``contexts``): a mapping ``{layer: text or None}``, or a function of the
+            graph state returning one (or None). A value replaces that layer's
+            collector for the call (`PolicyEngine.compose`'s ``contexts``); None or
+            ``""`` leaves the layer empty.
 
     A ``context_strategy`` in the state (or in ``config["configurable"]``) overrides the
     memory layers' strategy for the call (``minimal | balanced | comprehensive``). After
@@ -302,15 +354,18 @@ def agent_node(
     Raises:
         UnknownProcessError: ``process`` is not declared by the policy (at build time).
         PathEscapeError: the policy's tools root leaves its folder (at build time).
+        ValueError, TypeError: a ``contexts`` mapping names no ``__context`` layer of the
+            policy or holds a value that is not text (at build time).
     """
     engine.policy.process(process)
+    _check_contexts_arg(engine, process, contexts)
     graph_schema = _schema_of(engine, schema)
     tools = _agent_tools(engine, process, tools)
     runnable = _bind(model, tools)
 
     def node(state: Any, config: RunnableConfig) -> dict[str, Any]:
         sb = StateBuilder(state, engine.policy, schema=graph_schema)
-        if _turn_answered(engine, sb, name=name, process=process):
+        if _checkpoint_turn(engine, process) and _turn_answered(sb, name=name):
             return {}  # a completed turn submitted again: nothing to add
         query = _agent_query(engine, sb, name=name, process=process)
         result = _compose(
@@ -324,6 +379,7 @@ def agent_node(
             tools=tools,
             on_compose=on_compose,
             thread_id=_thread_id(config),
+            contexts=_call_contexts(contexts, state),
         )
         raw = runnable.invoke(result.messages, config)
         return _record_turn(engine, sb, result, raw, name=name, config=config)
@@ -342,19 +398,21 @@ def aagent_node(
     tools: Sequence[Any] | str | None = POLICY_TOOLS,
     schema: type[Any] | None = None,
     on_compose: ComposeHook | None = None,
+    contexts: ContextsArg | None = None,
 ) -> AsyncNode:
     """Async `agent_node`: ``engine.acompose`` (collectors run concurrently) and ``ainvoke``.
 
     Same arguments, steps and guarantees as `agent_node`; use it with ``graph.ainvoke``.
     """
     engine.policy.process(process)
+    _check_contexts_arg(engine, process, contexts)
     graph_schema = _schema_of(engine, schema)
     tools = _agent_tools(engine, process, tools)
     runnable = _bind(model, tools)
 
     async def node(state: Any, config: RunnableConfig) -> dict[str, Any]:
         sb = StateBuilder(state, engine.policy, schema=graph_schema)
-        if _turn_answered(engine, sb, name=name, process=process):
+        if _checkpoint_turn(engine, process) and _turn_answered(sb, name=name):
             return {}  # a completed turn submitted again: nothing to add
         query = _agent_query(engine, sb, name=name, process=process)
         result = await engine.acompose(
@@ -367,6 +425,7 @@ def aagent_node(
                 query=query,
                 tools=tools,
                 thread_id=_thread_id(config),
+                contexts=_call_contexts(contexts, state),
             )
         )
         if on_compose is not None:
@@ -378,18 +437,23 @@ def aagent_node(
     return node
 
 
-def _turn_answered(engine: PolicyEngine, sb: StateBuilder, *, name: str, process: str) -> bool:
-    """Whether agent ``name`` already gave its final answer to the turn it is run for.
+def _checkpoint_turn(engine: PolicyEngine, process: str) -> bool:
+    """Whether a call of ``process`` answers the history's last HumanMessage (its turn)."""
+    return engine.plan(process).query_path == "checkpoint"
 
-    On the ``checkpoint`` query path the turn is the last HumanMessage of the history
-    (its id is the turn id: `user_turn` derives it from the client's ``turn_id``). When
-    a final answer of this agent (an AIMessage named ``name`` without tool calls)
-    already follows it, the turn completed earlier and its input was submitted again:
-    calling the model would add a second answer. A turn whose model call failed has
-    no answer yet and runs; a ReAct loop whose last answer asked for tools runs again.
+
+def _turn_answered(sb: StateBuilder, *, name: str) -> bool:
+    """Whether agent ``name`` already gave its final answer to the history's last turn.
+
+    The turn is the last HumanMessage of the history (its id is the turn id: `user_turn`
+    derives it from the client's ``turn_id``). When a final answer of this agent (an
+    AIMessage named ``name`` without tool calls) already follows it, the turn completed
+    earlier and its input was submitted again: calling the model would add a second
+    answer. A turn whose model call failed has no answer yet and runs; a ReAct loop
+    whose last answer asked for tools runs again. The one guard of `agent_node` (on the
+    ``checkpoint`` query path) and of the MapReduce planner and reducer (when their goal
+    is that HumanMessage).
     """
-    if engine.plan(process).query_path != "checkpoint":
-        return False
     for message in reversed(sb.memory.snapshot()):
         if message.type == "human":
             return False
@@ -400,6 +464,11 @@ def _turn_answered(engine: PolicyEngine, sb: StateBuilder, *, name: str, process
         ):
             return True
     return False
+
+
+def _user_goal(sb: StateBuilder) -> bool:
+    """Whether a MapReduce run works on the user's turn (no ``routing.assigned_task``)."""
+    return not sb.routing.snapshot().assigned_task
 
 
 def _agent_query(engine: PolicyEngine, sb: StateBuilder, *, name: str, process: str) -> str | None:
@@ -523,17 +592,28 @@ def mapreduce_planner_node(
     parse: PlanParser = parse_plan,
     schema: type[Any] | None = None,
     on_compose: ComposeHook | None = None,
+    reducer: str | None = None,
 ) -> Node:
     """The MapReduce planner: splits the goal into tasks (``mapreduce.init_plan``).
 
     The goal (runtime query) is ``routing.assigned_task``, else the last
     HumanMessage. A new plan resets ``mapreduce_results`` (``Overwrite([])``).
+
+    Args:
+        reducer: The name of the reducer whose answer ends this MapReduce. A user turn
+            it already answered (the same input submitted again, e.g. `user_turn` with
+            the same ``turn_id``) is not planned again: the node returns an empty patch
+            without calling the model, and `fan_out_tasks` then sends no worker (every
+            task has its result). Without it the turn is planned and mapped again, and
+            only the reducer's own guard keeps a second answer out of the history.
     """
     engine.policy.process(process)
     graph_schema = _schema_of(engine, schema)
 
     def node(state: Any, config: RunnableConfig) -> dict[str, Any]:
         sb = StateBuilder(state, engine.policy, schema=graph_schema)
+        if reducer is not None and _user_goal(sb) and _turn_answered(sb, name=reducer):
+            return {}  # a completed turn submitted again: its plan and results stand
         goal = _goal(sb, node=name)
         result = _compose(
             engine,
@@ -557,9 +637,12 @@ def mapreduce_planner_node(
 
 
 def fan_out_tasks(worker: str) -> Callable[[Mapping[str, Any]], list[Send]]:
-    """A conditional-edge function sending each task of the plan to ``worker``.
+    """A conditional-edge function sending each task of the plan without a result to ``worker``.
 
-    Each worker gets only its task, the goal and the session identity: no history.
+    Each worker gets only its task, the goal and the session identity: no history. A new
+    plan has no result yet (the planner resets them), so every task is sent; when every
+    task already has its result (the planner kept a completed turn's plan, see
+    `mapreduce_planner_node`'s ``reducer``), nothing is sent and the run ends there.
 
     Raises:
         ValueError: (when run) the plan has no task.
@@ -574,7 +657,7 @@ def fan_out_tasks(worker: str) -> Callable[[Mapping[str, Any]], list[Send]]:
         base = {k: state[k] for k in _SESSION_FIELDS if k in state}
         return [
             Send(worker, {**base, "mapreduce_goal": snapshot.goal, "mapreduce_task": task})
-            for task in snapshot.tasks
+            for task in snapshot.missing_tasks()
         ]
 
     route.__name__ = f"fan_out_to_{worker}"
@@ -659,7 +742,9 @@ def mapreduce_reducer_node(
     """The MapReduce reducer: merges the results into the final answer.
 
     Runtime query = ``render_query(snapshot)``; the answer is appended to the
-    history (the conversation continues from it) and the agent is finished.
+    history (the conversation continues from it) and the agent is finished. A user turn
+    this reducer already answered (its input submitted again) returns an empty patch
+    without calling the model: `agent_node`'s guard.
 
     Raises:
         ValueError: (when run) a task of the plan has no result.
@@ -669,6 +754,8 @@ def mapreduce_reducer_node(
 
     def node(state: Any, config: RunnableConfig) -> dict[str, Any]:
         sb = StateBuilder(state, engine.policy, schema=graph_schema)
+        if _user_goal(sb) and _turn_answered(sb, name=name):
+            return {}  # a completed turn submitted again: nothing to add
         snapshot = sb.mapreduce.snapshot()
         missing = snapshot.missing_tasks()
         if missing:
@@ -723,6 +810,7 @@ __all__ = [
     "AsyncNode",
     "Blackboard",
     "ComposeHook",
+    "ContextsArg",
     "Node",
     "PlanParser",
     "ReduceQuery",

@@ -175,6 +175,7 @@ def validate_data(
     )
     if policy is not None:
         policy._order_locations = _order_locations(policy, sourcemap)
+        policy._sourcemap = sourcemap
     issues = [place_finding(f, sourcemap, default_file=file) for f in findings]
     if any(i.severity == "error" for i in issues):
         policy = None

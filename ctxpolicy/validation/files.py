@@ -17,6 +17,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from ctxpolicy.diagnostics import MAX_FILE_BYTES, Finding, JsonPath, shown_path
+from ctxpolicy.layers import ROOT_PLACEHOLDERS, fill_root, root_placeholders, static_root
 
 if TYPE_CHECKING:  # the rules read a policy, never build one: no pydantic at run time
     from ctxpolicy.policy import CollectorSpec, LayerSpec, Policy
@@ -154,8 +155,42 @@ def _collector_files(
     if isinstance(template_file, str):
         yield from _remembered_template_file(base, template_file, (*where, "template_file"), memo)
     if collector.type == "files":
-        yield from _folder_root(base, collector.root, (*where, "root"), what="files")
+        yield from _files_root(base, collector.root, (*where, "root"))
         yield from _select_escapes(collector.select, (*where, "select"))
+
+
+def _files_root(base: Path, root: str, where: JsonPath) -> Iterator[Finding]:
+    """A ``files`` root, which may name the session (``data/{thread_id}``).
+
+    Each placeholder must be one of `ROOT_PLACEHOLDERS`; the root, whatever a
+    placeholder is filled with, must stay inside ``base``; the folders before the first
+    placeholder should exist (the session's own folder may appear later).
+    """
+    try:
+        names = root_placeholders(root)
+    except ValueError as exc:
+        yield Finding(where, str(exc), "files.root-placeholder")
+        return
+    if not names:
+        yield from _folder_root(base, root, where, what="files")
+        return
+    known = ", ".join(f"{{{name}}}" for name in ROOT_PLACEHOLDERS)
+    unknown = [name for name in dict.fromkeys(names) if name not in ROOT_PLACEHOLDERS]
+    for name in unknown:
+        yield Finding(
+            where,
+            f"unknown placeholder {{{name}}} in root {root!r}; a files root may name {known}",
+            "files.root-placeholder",
+        )
+    if unknown:
+        return
+    # a placeholder is filled with one plain folder name: stand one in to check the rest
+    filled = fill_root(root, dict.fromkeys(names, "x"))
+    target, rule, reason = resolve_inside(base, filled)
+    if target is None:
+        yield Finding(where, reason.replace(repr(filled), repr(root)), rule or "path.outside")
+        return
+    yield from _folder_root(base, static_root(root), where, what="files")
 
 
 def _layer_files(

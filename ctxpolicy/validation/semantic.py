@@ -313,6 +313,34 @@ def check_cache_order(policy: Policy) -> Iterator[Finding]:
                 )
 
 
+def _declared_tools(policy: Policy) -> Iterator[tuple[tuple[str, ...], tuple[str, ...]]]:
+    """``(path of the entry, allow)`` of the top-level and every process's own ``tools``."""
+    if policy.tools is not None:
+        yield ("tools",), policy.tools.allow
+    for name, rule in policy.processes.items():
+        if rule.tools is not None:
+            yield ("processes", name, "tools"), rule.tools.allow
+
+
+def check_curation_tools(policy: Policy) -> Iterator[Finding]:
+    """``dismiss_memory`` in a ``tools.allow`` without ``checkpoint_messages.curate: true``.
+
+    The model could call it, but no call would ever show a dismissal: a warning.
+    """
+    history = policy.layers.get(CHECKPOINT_MESSAGES)
+    if history is not None and history.curate:
+        return
+    for where, allow in _declared_tools(policy):
+        if "dismiss_memory" in allow:
+            yield Finding(
+                (*where, "allow", allow.index("dismiss_memory")),
+                "dismiss_memory is allowed but layers.checkpoint_messages.curate is not true: "
+                "the model's dismissals would never be applied; set curate: true",
+                "tools.dismiss-without-curate",
+                severity="warning",
+            )
+
+
 RULES: tuple[Rule, ...] = (
     check_order,
     check_layers_in_order,
@@ -321,6 +349,7 @@ RULES: tuple[Rule, ...] = (
     check_state_persistence,
     check_processes,
     check_cache_order,
+    check_curation_tools,
 )
 
 
@@ -335,6 +364,7 @@ RULE_SECTIONS: Mapping[Rule, frozenset[str]] = {
     check_state_persistence: frozenset({"layers.*"}),
     check_processes: frozenset({"processes", "default_process"}),
     check_cache_order: frozenset({WHOLE_POLICY}),
+    check_curation_tools: frozenset({"tools", "processes", "layers"}),
 }
 
 
@@ -348,6 +378,7 @@ __all__ = [
     "RULE_SECTIONS",
     "check_budget",
     "check_cache_order",
+    "check_curation_tools",
     "check_layers_in_order",
     "check_order",
     "check_persistence",

@@ -232,3 +232,26 @@ def test_import_stays_light():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+# Issue 32, finding 12: a renamed parent heading resolves by the remaining path.
+RENAMED = "# 新手册\n## 目标\n正文\n### 细节\nd\n# 附录\n## 目标\n另一个\n"
+
+
+def test_a_stale_parent_resolves_by_the_longest_remaining_path() -> None:
+    from ctxpolicy.blocks import parse_markdown_blocks
+    from ctxpolicy.blocks.model import find_block, renamed_from
+
+    blocks = parse_markdown_blocks(RENAMED, "h.md")
+    found = find_block(blocks, "旧手册/目标/细节")
+    assert found is not None and found.id == "新手册/目标/细节"
+    assert renamed_from("旧手册/目标/细节", found.id)
+    # the shorthand suffix is not a rename
+    assert not renamed_from("目标/细节", found.id)
+    # "目标" alone is under two parents: ambiguous, never a guess
+    assert find_block(blocks, "旧手册/目标") is None
+    with pytest.raises(BlockNotFoundError, match="旧手册/目标"):
+        slice_reference(BlockReference("h.md", "旧手册/目标"), RENAMED)
+    # a top-level block reached from a stale parent path
+    top = find_block(parse_markdown_blocks("# 附录\nx\n", "a.md"), "旧/附录")
+    assert top is not None and top.id == "附录"

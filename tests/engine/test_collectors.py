@@ -288,3 +288,24 @@ def test_slow_async_collector_times_out(module: types.ModuleType) -> None:
     assert sync.report.layer("experience__context").error == "timed out after 0.05s"
     with pytest.raises(CollectorError, match="timed out"):
         asyncio.run(PolicyEngine(policy_with(spec)).acompose(system_prompt="s", state=STATE))
+
+
+def test_a_collector_may_return_warnings_for_the_report(module: types.ModuleType) -> None:
+    # issue 32: what a collector resolved another way is reported, never silent
+    from ctxpolicy.collectors.base import Collected
+
+    def warns(request: CollectRequest) -> Collected:
+        return Collected("知识 text", (f"{request.layer}: resolved another way",))
+
+    module.warns = warns  # type: ignore[attr-defined]
+    engine = PolicyEngine(policy_with({"type": "callable", "target": f"{module.__name__}:warns"}))
+    for result in (
+        engine.compose(system_prompt="s", state=STATE),
+        asyncio.run(engine.acompose(system_prompt="s", state=STATE)),
+    ):
+        assert layer_text(result) == "知识 text"
+        assert "experience__context: resolved another way" in result.report.warnings
+
+    module.bad = lambda request: Collected(3, ())  # type: ignore[attr-defined,arg-type]
+    with pytest.raises(CollectorError, match="expected str, Collected or None"):
+        compose_layer({"type": "callable", "target": f"{module.__name__}:bad"})

@@ -214,6 +214,7 @@ def mapreduce_graph(
             system_prompt="Split the goal into tasks.",
             model=planner_model,
             on_compose=hook,
+            reducer="reducer",
         ),
         worker=mapreduce_worker_node(
             engine,

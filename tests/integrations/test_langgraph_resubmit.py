@@ -171,3 +171,94 @@ def test_react_loop_continues_after_its_tools_and_skips_once_answered(tmp_path: 
     state = graph.invoke(user_turn("rows of t?", turn_id="req-1"), CONFIG)
     assert [m.type for m in state["messages"]] == ["human", "ai", "tool", "ai"]
     assert model.calls == 2
+
+
+# --------------------------------------------------------------------------- MapReduce
+# Issue 32, finding 13: the MapReduce path had no "turn already answered" guard.
+
+
+def mapreduce_run(tmp_path: Path, *, planner_knows_reducer: bool = True) -> tuple[Any, ...]:
+    """planner → workers → reducer on SQLite; the models, to count their calls."""
+    from ctxpolicy.integrations.langgraph import (
+        add_mapreduce,
+        mapreduce_planner_node,
+        mapreduce_reducer_node,
+        mapreduce_worker_node,
+    )
+    from tests.integrations.fakes import EchoWorkerModel
+
+    engine = PolicyEngine(make_policy())
+    planner = RecordingChatModel(responses=replies("- 数行数\n- check nulls", "- other plan"))
+    worker = EchoWorkerModel()
+    reducer = RecordingChatModel(responses=replies("最终答案 1", "final answer 2"))
+    builder = StateGraph(state_schema(engine))
+    entry, exit_ = add_mapreduce(
+        builder,
+        planner=mapreduce_planner_node(
+            engine,
+            name="planner",
+            system_prompt="Split.",
+            model=planner,
+            reducer="reducer" if planner_knows_reducer else None,
+        ),
+        worker=mapreduce_worker_node(engine, name="worker", system_prompt="Do.", model=worker),
+        reducer=mapreduce_reducer_node(
+            engine, name="reducer", system_prompt="Merge.", model=reducer
+        ),
+    )
+    builder.add_edge(START, entry)
+    builder.add_edge(exit_, END)
+    graph = builder.compile(checkpointer=open_saver(tmp_path / "mr.sqlite"))
+    return graph, planner, worker, reducer
+
+
+def test_mapreduce_resubmitted_turn_adds_nothing_and_calls_no_model(tmp_path: Path) -> None:
+    graph, planner, worker, reducer = mapreduce_run(tmp_path)
+    first = graph.invoke(user_turn("统计 orders 表", turn_id="req-1"), CONFIG)
+    assert contents(first["messages"]) == [("human", "统计 orders 表"), ("ai", "最终答案 1")]
+
+    again = graph.invoke(user_turn("统计 orders 表", turn_id="req-1"), CONFIG)
+    assert contents(again["messages"]) == contents(first["messages"])
+    assert [m.id for m in again["messages"]] == [m.id for m in first["messages"]]
+    # the completed turn's plan and results stand; no model was called again
+    assert again["mapreduce_tasks"] == first["mapreduce_tasks"]
+    assert again["mapreduce_results"] == first["mapreduce_results"]
+    assert (planner.calls, len(worker.seen), reducer.calls) == (1, 2, 1)
+    assert graph.get_state(CONFIG).next == ()
+
+    # the next turn still runs the whole MapReduce
+    third = graph.invoke(user_turn("now customers", turn_id="req-2"), CONFIG)
+    assert contents(third["messages"])[2:] == [("human", "now customers"), ("ai", "final answer 2")]
+    assert (planner.calls, reducer.calls) == (2, 2)
+
+
+def test_mapreduce_resubmission_on_a_new_graph_object_adds_nothing(tmp_path: Path) -> None:
+    graph, _, _, _ = mapreduce_run(tmp_path)
+    first = graph.invoke(user_turn("profile orders", turn_id="req-1"), CONFIG)
+    # a restarted process: new graph, engine and models on the same checkpoint file
+    graph, planner, worker, reducer = mapreduce_run(tmp_path)
+    again = graph.invoke(user_turn("profile orders", turn_id="req-1"), CONFIG)
+    assert contents(again["messages"]) == contents(first["messages"])
+    assert (planner.calls, len(worker.seen), reducer.calls) == (0, 0, 0)
+
+
+def test_mapreduce_reducer_alone_keeps_a_second_answer_out(tmp_path: Path) -> None:
+    # a planner built without reducer= plans and maps the turn again; the reducer's own
+    # guard (agent_node's) still adds no second answer
+    graph, planner, _, reducer = mapreduce_run(tmp_path, planner_knows_reducer=False)
+    first = graph.invoke(user_turn("profile orders", turn_id="req-1"), CONFIG)
+    again = graph.invoke(user_turn("profile orders", turn_id="req-1"), CONFIG)
+    assert contents(again["messages"]) == contents(first["messages"])
+    assert (planner.calls, reducer.calls) == (2, 1)
+
+
+def test_mapreduce_reducer_failure_then_resubmission_answers_once(tmp_path: Path) -> None:
+    graph, _, _, reducer = mapreduce_run(tmp_path)
+    reducer.fail_on = {0}
+    with pytest.raises(ModelDown):
+        graph.invoke(user_turn("profile orders", turn_id="req-1"), CONFIG)
+    state = graph.invoke(user_turn("profile orders", turn_id="req-1"), CONFIG)
+    assert contents(state["messages"]) == [("human", "profile orders"), ("ai", "最终答案 1")]
+    state = graph.invoke(user_turn("profile orders", turn_id="req-1"), CONFIG)
+    assert contents(state["messages"]) == [("human", "profile orders"), ("ai", "最终答案 1")]
+    assert reducer.calls == 2  # the failed call and the answer; nothing after
