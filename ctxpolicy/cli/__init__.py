@@ -37,6 +37,7 @@ VERBS: tuple[str, ...] = (
     "set",
     "diff",
     "init",
+    "list",
     "completion",
 )
 
@@ -64,11 +65,15 @@ environment:
   FORCE_COLOR                     colour even when stdout is not a terminal (not over NO_COLOR)
   {DEBUG_VARIABLE}=1               print the traceback of an internal error
 
+policies bundled with the package are named builtin:NAME (ctxpolicy list) wherever a
+policy file is taken, and in extends: and CTXPOLICY_POLICY.
+
 examples:
-  ctxpolicy validate policies/ --format github
-  ctxpolicy show policies/teams/data-platform.yaml --explain
-  ctxpolicy preview policies/base.yaml --process react --state examples/state.json
-  ctxpolicy compile examples/context-config.json --root examples/docs
+  ctxpolicy list
+  ctxpolicy show builtin:long-session --explain
+  ctxpolicy preview builtin:base --process react --state builtin:samples/state.json
+  ctxpolicy init my-team --extends builtin:base
+  ctxpolicy validate my-team.yaml --format github
   ctxpolicy COMMAND --help
 """
 
@@ -107,8 +112,14 @@ class _VersionAction(argparse.Action):
         parser.exit(0)
 
 
-def _verb_module(verb: str) -> ModuleType:
-    return importlib.import_module(f"ctxpolicy.cli.{verb}")
+#: Verbs whose module has another name (a submodule named ``list`` would shadow the
+#: built-in ``list`` in this package's namespace once imported).
+VERB_MODULES = {"list": "bundled"}
+
+
+def verb_module(verb: str) -> ModuleType:
+    """The module of ``verb`` (``ctxpolicy.cli.<verb>``, or its `VERB_MODULES` name)."""
+    return importlib.import_module(f"ctxpolicy.cli.{VERB_MODULES.get(verb, verb)}")
 
 
 def build_parser(verbs: Sequence[str] = VERBS) -> argparse.ArgumentParser:
@@ -125,7 +136,7 @@ def build_parser(verbs: Sequence[str] = VERBS) -> argparse.ArgumentParser:
     parser.add_argument("--version", action=_VersionAction)
     commands = parser.add_subparsers(dest="verb", metavar="COMMAND", required=True)
     for verb in verbs:
-        module = _verb_module(verb)
+        module = verb_module(verb)
         sub = commands.add_parser(
             verb,
             help=module.HELP,
@@ -238,8 +249,10 @@ __all__ = [
     "EXIT_BROKEN_PIPE",
     "EXIT_INTERNAL",
     "VERBS",
+    "VERB_MODULES",
     "build_parser",
     "console_main",
     "main",
     "package_version",
+    "verb_module",
 ]

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from ctxpolicy.builtin import is_builtin
 from ctxpolicy.cli.reporters import format_issue
 from ctxpolicy.editing import EditError, set_policy_value
 from ctxpolicy.errors import PolicyValidationError
@@ -44,6 +45,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Apply the edit; print what happened. Returns the exit code."""
+    if is_builtin(args.policy):
+        _err(
+            f"{args.policy}: a bundled policy is read-only; edit a team policy that extends "
+            f"it: ctxpolicy init NAME --extends {args.policy}"
+        )
+        return 2
     try:
         result = set_policy_value(args.policy, args.key, args.value)
     except EditError as exc:

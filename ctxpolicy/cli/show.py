@@ -16,6 +16,7 @@ import io
 import json
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 from ruamel.yaml import YAML
@@ -23,6 +24,7 @@ from ruamel.yaml.scalarstring import LiteralScalarString
 
 from ctxpolicy.cli.effective import self_contained
 from ctxpolicy.cli.reporters import format_issue
+from ctxpolicy.diagnostics import display_name
 from ctxpolicy.errors import PolicyNotGivenError
 from ctxpolicy.loading import resolve_policy
 from ctxpolicy.loading.loader import LoadResult
@@ -134,5 +136,6 @@ def run(args: argparse.Namespace) -> int:
         for piece in _explain(result, fmt=args.format):
             sys.stdout.write(piece)
     else:
-        sys.stdout.write(_effective(result.policy, target=str(target), fmt=args.format))
+        shown = display_name(Path(target))
+        sys.stdout.write(_effective(result.policy, target=shown, fmt=args.format))
     return 0

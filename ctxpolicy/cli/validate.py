@@ -26,7 +26,7 @@ from typing import Any
 from ctxpolicy.cli import EXIT_USAGE
 from ctxpolicy.cli.progress import Progress
 from ctxpolicy.cli.reporters import escape_data, get_reporter
-from ctxpolicy.diagnostics import PolicyIssue
+from ctxpolicy.diagnostics import PolicyIssue, display_name
 from ctxpolicy.loading import iter_policy_files, validate_paths
 from ctxpolicy.loading.extends import DocumentCache
 
@@ -277,6 +277,6 @@ def run(args: argparse.Namespace) -> int:
     if not files:
         return _no_files(paths, fmt=args.format)
     issues = validate_files(files)
-    checked = [f.as_posix() for f in files if f.exists()]
+    checked = [display_name(f) for f in files if f.exists()]
     sys.stdout.write(get_reporter(args.format)(checked, issues))
     return exit_code(issues)
