@@ -7,7 +7,7 @@ place that takes a policy file takes a bundled one by name: ``builtin:base`` is
 ``builtin:samples/state.json`` any other file of the bundle by its path in it. A file of
 the bundle is named that way in messages too, so nothing points into a virtualenv.
 
-Only the standard library: ``ctxpolicy validate`` resolves these names (docs/sharing.md,
+Only the standard library: ``ctxpolicy validate`` resolves these names (docs/design.md,
 'Bundled policies').
 """
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import logging
 import os
 import sys
 import traceback
@@ -241,6 +242,9 @@ PYDANTIC_PLUGINS_VARIABLE = "PYDANTIC_DISABLE_PLUGINS"
 def console_main() -> None:
     """Entry point of the ``ctxpolicy`` console script and of ``python -m ctxpolicy``."""
     os.environ.setdefault(PYDANTIC_PLUGINS_VARIABLE, "__all__")
+    # the verbs print what the `ctxpolicy` logger would (a skipped collector is in the
+    # preview): no second copy on stderr from Python's last-resort handler
+    logging.getLogger("ctxpolicy").addHandler(logging.NullHandler())
     sys.exit(main())
 
 

@@ -205,7 +205,7 @@ def _load_inputs(args: argparse.Namespace) -> tuple[Policy, dict[str, Any], str]
 
 
 #: What to give a process whose input arrives in the history.
-_STATE_HINT = "--state FILE whose messages end with it (e.g. --state builtin:samples/state.json)"
+_STATE_HINT = "--state FILE (e.g. --state builtin:samples/state.json)"
 
 
 def input_problem(plan: LayerPlan, state: Mapping[str, Any], query: str | None) -> str | None:
@@ -221,12 +221,15 @@ def input_problem(plan: LayerPlan, state: Mapping[str, Any], query: str | None) 
     if query is not None:
         return (
             f"{where} from the history (query: checkpoint), so --query does not apply: "
-            f"give the input as the last user message of {_STATE_HINT}"
+            f"give it as the last user message in {_STATE_HINT}"
         )
     messages = state.get("messages") or ()
     if not any(getattr(m, "type", None) == "human" for m in messages):
         given = "--state holds no user message" if messages else "no --state history given"
-        return f"{where} from the history (query: checkpoint) and {given}: give {_STATE_HINT}"
+        return (
+            f"{where} from the history (query: checkpoint) and {given}: give one in "
+            f"{_STATE_HINT}, its last user message being the input"
+        )
     return None
 
 

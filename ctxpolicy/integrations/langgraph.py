@@ -304,6 +304,7 @@ def agent_node(
         PathEscapeError: the policy's tools root leaves its folder (at build time).
     """
     engine.policy.process(process)
+    engine = engine.for_model_host()  # system_messages auto: one SystemMessage
     graph_schema = _schema_of(engine, schema)
     tools = _agent_tools(engine, process, tools)
     runnable = _bind(model, tools)
@@ -348,6 +349,7 @@ def aagent_node(
     Same arguments, steps and guarantees as `agent_node`; use it with ``graph.ainvoke``.
     """
     engine.policy.process(process)
+    engine = engine.for_model_host()  # system_messages auto: one SystemMessage
     graph_schema = _schema_of(engine, schema)
     tools = _agent_tools(engine, process, tools)
     runnable = _bind(model, tools)
@@ -530,6 +532,7 @@ def mapreduce_planner_node(
     HumanMessage. A new plan resets ``mapreduce_results`` (``Overwrite([])``).
     """
     engine.policy.process(process)
+    engine = engine.for_model_host()  # system_messages auto: one SystemMessage
     graph_schema = _schema_of(engine, schema)
 
     def node(state: Any, config: RunnableConfig) -> dict[str, Any]:
@@ -598,6 +601,7 @@ def mapreduce_worker_node(
     same plain field); the result's ``task_id`` makes a re-run replace, not add.
     """
     engine.policy.process(process)
+    engine = engine.for_model_host()  # system_messages auto: one SystemMessage
     graph_schema = _schema_of(engine, schema)
     runnable = _bind(model, tools)
 
@@ -665,6 +669,7 @@ def mapreduce_reducer_node(
         ValueError: (when run) a task of the plan has no result.
     """
     engine.policy.process(process)
+    engine = engine.for_model_host()  # system_messages auto: one SystemMessage
     graph_schema = _schema_of(engine, schema)
 
     def node(state: Any, config: RunnableConfig) -> dict[str, Any]:
