@@ -54,7 +54,7 @@ DEBUG_VARIABLE = "CTXPOLICY_DEBUG"
 _EPILOG = f"""exit codes:
   0    valid / written / identical
   1    invalid policy, or the two policies differ (diff)
-  2    usage error, or a file that is missing or cannot be read
+  2    usage error, or a file that is missing or cannot be read (diff: also invalid)
   3    internal error: a bug in ctxpolicy (please report it; {DEBUG_VARIABLE}=1 for details)
   130  interrupted
   {EXIT_BROKEN_PIPE}  the reader of the output went away (e.g. `| head -1`); nothing printed
@@ -142,7 +142,7 @@ def build_parser(verbs: Sequence[str] = VERBS) -> argparse.ArgumentParser:
             verb,
             help=module.HELP,
             description=module.HELP,
-            epilog=module.EXAMPLES,
+            epilog=f"exit codes: {module.EXIT_CODES}\n\n{module.EXAMPLES}",
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )
         module.add_arguments(sub)

@@ -17,6 +17,8 @@ from ctxpolicy.loading.read import read_document
 from ctxpolicy.render import FORMAT_VERSION
 
 HELP = "name the policies and samples bundled with ctxpolicy (builtin:NAME)"
+#: Exit codes, as ``--help``, the README and docs/cli.md give them.
+EXIT_CODES = "0, 2 usage"
 EXAMPLES = """examples:
   # then: ctxpolicy show builtin:long-session, ctxpolicy init my-team --extends builtin:base
   ctxpolicy list --format json
@@ -54,4 +56,4 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-__all__ = ["EXAMPLES", "HELP", "add_arguments", "run"]
+__all__ = ["EXAMPLES", "EXIT_CODES", "HELP", "add_arguments", "run"]

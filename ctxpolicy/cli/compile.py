@@ -54,6 +54,8 @@ if TYPE_CHECKING:
     from ctxpolicy.policy import Policy
 
 HELP = "compile a context manifest (context-config.json) and show its messages like preview"
+#: Exit codes, as ``--help``, the README and docs/cli.md give them.
+EXIT_CODES = "0 compiled, 1 invalid manifest, 2 usage/unreadable"
 EXAMPLES = """examples:
   # your own manifest: its handles resolve in --root DIR (default: the manifest's
   # folder), session files in --session DIR inside it; --policy FILE sets the budget
@@ -243,4 +245,4 @@ def main(argv: Sequence[str] | None = None) -> int:
     return cli_main(["compile", *(sys.argv[1:] if argv is None else argv)])
 
 
-__all__ = ["EXAMPLES", "HELP", "add_arguments", "main", "run"]
+__all__ = ["EXAMPLES", "EXIT_CODES", "HELP", "add_arguments", "main", "run"]

@@ -34,6 +34,8 @@ from ctxpolicy.layers import TOKENIZER_NAMES
 from ctxpolicy.policy import POLICY_NAME_PATTERN
 
 HELP = "write a new, commented team policy that validates"
+#: Exit codes, as ``--help``, the README and docs/cli.md give them.
+EXIT_CODES = "0 written, 2 usage/not written"
 EXAMPLES = """examples:
   # a team policy on the bundled Datapillar defaults (ctxpolicy list names them)
   ctxpolicy init data-platform --extends builtin:base -o teams/data-platform.yaml

@@ -42,6 +42,8 @@ from ctxpolicy.render.terminal import color_enabled
 from ctxpolicy.render.view import Preview
 
 HELP = "compose one call from a policy and show its messages and per-layer token breakdown"
+#: Exit codes, as ``--help``, the README and docs/cli.md give them.
+EXIT_CODES = "0 composed, 1 invalid policy or call, 2 usage/unreadable"
 EXAMPLES = """examples:
   ctxpolicy preview builtin:long-session -p react --state builtin:samples/state.json \\
       --format html -o preview.html
@@ -265,6 +267,7 @@ def run(args: argparse.Namespace) -> int:
 
 __all__ = [
     "EXAMPLES",
+    "EXIT_CODES",
     "HELP",
     "PreviewInputError",
     "add_arguments",

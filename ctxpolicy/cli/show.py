@@ -32,12 +32,14 @@ from ctxpolicy.policy import Policy
 from ctxpolicy.settings import policy_path
 
 HELP = "print the effective policy (after extends and environment overrides)"
+#: Exit codes, as ``--help``, the README and docs/cli.md give them.
+EXIT_CODES = "0 valid, 1 invalid, 2 usage/unreadable"
 EXAMPLES = """examples:
   # save the effective policy: self-contained, it loads from any folder
-  ctxpolicy show policies/teams/data-platform.yaml > /tmp/effective.yaml
-  CTXPOLICY_POLICY=policies/base.yaml ctxpolicy show --format json
+  ctxpolicy show builtin:long-session > effective.yaml
+  CTXPOLICY_POLICY=builtin:base ctxpolicy show --format json
   # which file line, variable or default set each value
-  ctxpolicy show policies/teams/analytics.toml --explain
+  ctxpolicy show builtin:base --explain
 """
 
 
