@@ -127,6 +127,8 @@ class LayerTally:
         source: Where its value came from.
         repairs: Messages removed from the history for structural validity.
         merged: Whether its text went into the merged first system message.
+        merged_into: The layer whose SystemMessage carries its text (a layer past the
+            first of a merged system message), else None.
     """
 
     layer: PlannedLayer
@@ -139,6 +141,7 @@ class LayerTally:
     source: LayerSource
     repairs: list[str] = field(default_factory=list)
     merged: bool = False
+    merged_into: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -937,6 +940,7 @@ def _merge_leading_system(
         tally.merged = True
         if index:
             tally.messages = []
+            tally.merged_into = group[0].layer.name
             tally.notes.append(
                 f"merged into the first system message (model.system_messages: merge), "
                 f"after {group[0].layer.name}"

@@ -26,6 +26,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Final, Literal
 
+from ctxpolicy.builtin import builtin_name
+
 # --------------------------------------------------------------------------- limits
 
 #: Largest policy file read, in bytes (checked before reading).
@@ -89,13 +91,18 @@ def format_path(path: JsonPath) -> str:
 
 
 def display_name(path: Path) -> str:
-    """How a file given by the user is named in issues: as given, with forward slashes."""
-    return path.as_posix()
+    """How a file given by the user is named in issues: as given, with forward slashes
+    (a file of the package's bundle as ``builtin:NAME``, never a path into a virtualenv)."""
+    return builtin_name(path) or path.as_posix()
 
 
 def shown_path(path: Path) -> str:
     """How a file found by ctxpolicy (a parent policy, a template) is named in messages:
-    relative to the working folder when it is below it, else as it is."""
+    relative to the working folder when it is below it, ``builtin:NAME`` for a file of
+    the package's bundle, else as it is."""
+    bundled = builtin_name(path.absolute())
+    if bundled is not None:
+        return bundled
     try:
         relative = os.path.relpath(path)
     except ValueError:  # another drive (Windows)
@@ -147,8 +154,12 @@ class PolicyIssue:
     severity: Severity = "error"
 
     def format_text(self) -> str:
-        """Render as ``FILE:LINE:COL: PATH: MESSAGE [RULE]``."""
+        """Render as ``FILE:LINE:COL: PATH: MESSAGE [RULE]``; an issue about a whole file
+        or a variable (line 0) as ``FILE: MESSAGE [RULE]``, no made-up ``0:0``."""
         sev = "" if self.severity == "error" else "warning: "
+        if self.line <= 0:
+            path = "" if self.path in ("", "$") else f"{self.path}: "
+            return f"{self.file}: {path}{sev}{self.message} [{self.rule}]"
         return (
             f"{self.file}:{self.line}:{self.column}: {self.path}: {sev}{self.message} [{self.rule}]"
         )

@@ -587,6 +587,22 @@ class PolicyEngine:
         other._recall_lock = self._recall_lock
         return other
 
+    def for_model_host(self) -> PolicyEngine:
+        """The engine a host that hands the call to a chat model composes with
+        (`ContextPolicyMiddleware`, ``agent_node``): ``model.system_messages: auto``
+        there means one SystemMessage (``merge``); any other mode, and recall indexes
+        and memories, are this engine's own (shared)."""
+        if self._policy.model.system_messages != "auto":
+            return self
+        model = self._policy.model.model_copy(update={"system_messages": "merge"})
+        other = PolicyEngine(
+            self._policy.model_copy(update={"model": model}), services=self._services
+        )
+        other._recallers = self._recallers  # one index per recall layer, shared
+        other._memories = self._memories
+        other._recall_lock = self._recall_lock
+        return other
+
     @property
     def services(self) -> Mapping[str, Any]:
         """The default services (read-only)."""

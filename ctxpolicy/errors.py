@@ -43,6 +43,21 @@ class MissingServiceError(PolicyValidationError, LookupError):
         self.args = (f"the policy needs {len(self.issues)} service(s) not given:\n{head}",)
 
 
+class PolicyNotFoundError(PolicyValidationError, FileNotFoundError):
+    """The policy file (or the bundled ``builtin:NAME``) does not exist.
+
+    A `PolicyValidationError` (one ``file.missing`` issue) and a ``FileNotFoundError``.
+    """
+
+    def __init__(self, issues: Sequence[PolicyIssue]) -> None:
+        super().__init__(issues)
+        head = "\n".join(i.format_text() for i in self.issues)
+        self.args = (f"policy file not found:\n{head}",)
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
 class PolicyNotGivenError(PolicyValidationError, ValueError):
     """No policy file was given and ``CTXPOLICY_POLICY`` is not set.
 

@@ -120,6 +120,10 @@ DEFAULT_OVERFLOW: Final[Mapping[LayerKind, str]] = MappingProxyType(
 TokenizerName = Literal["cl100k_base", "o200k_base", "approximate"]
 TOKENIZER_NAMES: Final[tuple[TokenizerName, ...]] = get_args(TokenizerName)
 
+#: ``model.system_messages``: how the leading system-role layers reach the model
+#: (docs/design.md, 'One system message or several').
+SystemMessagesMode = Literal["auto", "separate", "merge"]
+
 #: ``collector.type``: the built-in collectors, in the order the schema lists them.
 CollectorType = Literal[
     "template",

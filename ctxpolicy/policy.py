@@ -54,6 +54,7 @@ from ctxpolicy.layers import (
     OverflowRule,
     QueryPath,
     Role,
+    SystemMessagesMode,
     TokenizerName,
     layer_kind,
 )
@@ -755,14 +756,16 @@ class ModelSpec(_Frozen):
         description="Tokenizer used to count tokens (CTXPOLICY_TOKENIZER overrides). "
         "`approximate` is the only non-exact one.",
     )
-    system_messages: Literal["separate", "merge"] = Field(
-        default="separate",
-        description="`separate` (default): one SystemMessage per system-role layer (OpenAI, "
-        "and Anthropic and Gemini through LangChain, accept consecutive leading system "
-        "messages). `merge`: the system prompt and the system-role block layers that follow "
-        "it are sent as one SystemMessage (texts joined by a blank line), for providers and "
-        "chat templates that take a single system message; the report still gives each "
-        "layer's tokens.",
+    system_messages: SystemMessagesMode = Field(
+        default="auto",
+        description="`auto` (default): one SystemMessage where ctxpolicy hands the call to a "
+        "model (ContextPolicyMiddleware, agent_node: several chat-model integrations take one "
+        "system message only), one per system-role layer from PolicyEngine.compose. "
+        "`merge`: always one: the system prompt and the system-role block layers that "
+        "follow it, texts joined by a blank line; the report still gives each layer's "
+        "tokens and the message it went into. `separate`: always one SystemMessage per "
+        "system-role layer (OpenAI, and Anthropic and Gemini through LangChain, accept "
+        "consecutive leading system messages).",
     )
 
 

@@ -14,12 +14,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 
 from ctxpolicy.layers import CHECKPOINT_MESSAGES, QUERY, layer_kind
+from ctxpolicy.logs import Event, log_events
 
 if TYPE_CHECKING:
     from langchain_core.messages import BaseMessage
@@ -93,7 +95,8 @@ class LayerReport:
         tokens: Tokens the layer's message(s) use in the result.
         cap: The layer's token cap for this call (after redistribution).
         base_cap: The cap from its ratio alone.
-        messages: Number of messages the layer contributes.
+        messages: Number of messages of its own the layer contributes (0 for a layer
+            whose text went into another layer's message: see ``merged_into``).
         demand: Tokens the layer would have used uncut.
         cuts: What was truncated, dropped, summarized or repaired, and why.
         error: The error text of a collector skipped with ``on_error: skip``.
@@ -101,6 +104,8 @@ class LayerReport:
         recalled: For a recall layer, the units it shows (source, label, score).
         references: For the query layer, each inline reference (``[guide.md:12:30]``)
             resolved or skipped by ``layers.query.references``: ref, file, lines, tokens.
+        merged_into: The layer whose SystemMessage carries this layer's text
+            (``model.system_messages: merge``, or ``auto`` under a model host), else None.
     """
 
     name: str
@@ -118,6 +123,13 @@ class LayerReport:
     notes: tuple[str, ...] = ()
     recalled: tuple[RecalledUnit, ...] = ()
     references: tuple[QueryReference, ...] = ()
+    merged_into: str | None = None
+
+    @property
+    def sent(self) -> bool:
+        """Whether the layer's text reached the model: in messages of its own, or merged
+        into another layer's SystemMessage."""
+        return self.messages > 0 or self.merged_into is not None
 
     @property
     def truncated_tokens(self) -> int:
@@ -152,6 +164,7 @@ class LayerReport:
             "notes": list(self.notes),
             "recalled": [u.to_dict() for u in self.recalled],
             "references": [r.to_dict() for r in self.references],
+            "merged_into": self.merged_into,
         }
 
 
@@ -166,6 +179,10 @@ class SkippedCollector:
     def to_dict(self) -> dict[str, Any]:
         """Plain data for JSON output."""
         return {"layer": self.layer, "collector": self.collector, "error": self.error}
+
+    def describe(self) -> str:
+        """One line, as ``report.warnings`` and the ``ctxpolicy`` logger give it."""
+        return f"{self.layer}: {self.collector} collector skipped (on_error: skip): {self.error}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -465,18 +482,21 @@ class ReportExtras:
 NO_EXTRAS = ReportExtras()
 
 
-def _with_extra_warnings(warnings: tuple[str, ...], extras: ReportExtras) -> tuple[str, ...]:
-    """The plan's warnings, then the call's (a skipped collector, a recall fallback)."""
-    recalled = [w for result in extras.recalled.values() for w in result.warnings]
-    if not extras.warnings and not recalled:
-        return warnings
-    return (*warnings, *extras.warnings, *recalled)
+def skip_note(error: str) -> str:
+    """The note of a layer whose collector was skipped (its ``error`` holds the reason)."""
+    return f"collector skipped (on_error: skip): {error}"
 
 
 def recall_note(result: RecallResult) -> str:
-    """The note a recall layer's report carries."""
+    """The note a recall layer's report carries: the thread by the id the caller gave, an
+    index keyed by the conversation's first message (an internal ``~...`` key) in words."""
+    thread = (
+        "this conversation (no thread_id: keyed by its first message)"
+        if result.thread.startswith("~")
+        else f"thread {result.thread!r}"
+    )
     return (
-        f"recall: thread {result.thread!r}, {result.indexed} new message(s) indexed, "
+        f"recall: {thread}, {result.indexed} new message(s) indexed, "
         f"{len(result.units)} unit(s) recalled"
     )
 
@@ -551,7 +571,7 @@ def _included_report(
 ) -> LayerReport:
     layer_notes = [*tally.notes, *notes]
     if error is not None:
-        layer_notes.append(f"collector skipped (on_error: skip): {error}")
+        layer_notes.append(skip_note(error))
     layer_notes.extend(tally.repairs)
     layer_notes.extend(annotation.notes)
     layer = tally.layer
@@ -571,7 +591,23 @@ def _included_report(
         notes=tuple(layer_notes),
         recalled=annotation.recalled,
         references=annotation.references,
+        merged_into=tally.merged_into,
     )
+
+
+def call_events(
+    plan: LayerPlan, tallies: Mapping[str, LayerTally], extras: ReportExtras
+) -> tuple[Event, ...]:
+    """What went differently in a fresh composition, as `ctxpolicy.logs` events: each
+    collector skipped, each fallback, each block layer cut (truncated or dropped)."""
+    events: list[Event] = [(logging.WARNING, text) for text in extras.warnings]
+    events += [(logging.WARNING, s.describe()) for s in extras.skipped]
+    for name in plan.order or plan.names:
+        tally = tallies.get(name)
+        if tally is None or tally.layer.kind != "block":
+            continue
+        events += [(logging.INFO, f"{name}: {cut.describe()}") for cut in tally.cuts]
+    return tuple(events)
 
 
 def build_report(
@@ -602,8 +638,18 @@ def build_report(
             (a next turn: its last call's); None: made here.
     """
     order = plan.order or plan.names
-    if warnings is None:
+    if warnings is None:  # a fresh composition: its events are logged, once, here
+        events = call_events(plan, tallies, extras)
+        log_events(events)
         warnings = plan_warnings(plan, tallies)
+        if events:
+            warnings = (*warnings, *(text for _, text in events))
+        # a recall fallback: on every call's report, logged once by its recaller
+        fallbacks = [w for result in extras.recalled.values() for w in result.warnings]
+        if fallbacks:
+            warnings = (*warnings, *fallbacks)
+    elif extras.warnings:  # a next turn carries its last call's, less the engine's
+        warnings = (*warnings, *extras.warnings)
     # positional (in field order): a frozen dataclass sets keyword arguments more slowly
     return ComposeReport(
         plan.process,
@@ -614,7 +660,7 @@ def build_report(
         LayerReports(order, _layer_maker(plan, tallies, order, notes, extras)),
         extras.skipped,
         PrefixHashes(messages),
-        _with_extra_warnings(warnings, extras),
+        warnings,
         summarized or extras.summarized,
     )
 
@@ -671,10 +717,12 @@ __all__ = [
     "ReportExtras",
     "SkippedCollector",
     "build_report",
+    "call_events",
     "canonical_message",
     "common_prefix",
     "curation_note",
     "plan_warnings",
     "prefix_hashes",
     "recall_note",
+    "skip_note",
 ]

@@ -25,6 +25,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
+from ctxpolicy.builtin import resolve_ref
 from ctxpolicy.diagnostics import JsonPath, Location, PolicyIssue, SourceMap, format_path
 from ctxpolicy.errors import PolicyNotGivenError
 
@@ -122,7 +123,8 @@ def read_settings(
 def policy_path(
     path: str | os.PathLike[str] | None = None, *, environ: Mapping[str, str] | None = None
 ) -> Path:
-    """The policy file to use: ``path`` when given, else ``CTXPOLICY_POLICY``.
+    """The policy file to use: ``path`` when given, else ``CTXPOLICY_POLICY``; either may
+    be ``builtin:NAME``, a policy bundled with the package (`ctxpolicy.builtin`).
 
     The one place the ``CTXPOLICY_POLICY`` fallback is resolved (`load_policy`,
     ``ctxpolicy show``, `create_engine`, `ContextPolicyMiddleware`).
@@ -136,11 +138,11 @@ def policy_path(
             `PolicyValidationError` with one ``env.missing`` issue, and a ``ValueError``).
     """
     if path is not None:
-        return Path(path)
+        return resolve_ref(path)
     settings, _ = read_settings(environ)
     if settings.policy is None:
         raise PolicyNotGivenError
-    return settings.policy
+    return resolve_ref(settings.policy)
 
 
 def _set(data: dict[str, Any], path: JsonPath, value: Any) -> bool:

@@ -45,8 +45,10 @@ class Recording(FakeMessagesListChatModel):
 
 
 def memory_layer(prompt: list[BaseMessage]) -> str:
-    """The memory layer's text in a prompt (the system message listing memory items)."""
-    return "\n".join(str(m.content) for m in prompt if str(m.content).startswith("- "))
+    """The memory layer's items in a prompt: the lines of the system message that list
+    them (agent_node sends one SystemMessage: the prompt, then the memory layer)."""
+    system = (str(m.content) for m in prompt if m.type == "system")
+    return "\n".join(line for text in system for line in text.splitlines() if line.startswith("- "))
 
 
 def main() -> None:

@@ -34,7 +34,7 @@ ARCH = _architecture()
 #: its own floor or below, never above. docs/design.md explains each floor.
 FLOORS: tuple[tuple[str, ...], ...] = (
     # ground: the vocabulary, errors, positions and findings
-    ("errors", "diagnostics", "layers"),
+    ("errors", "diagnostics", "layers", "builtin", "logs"),
     # the format: models (the source of truth) and the schema generated from them
     ("policy", "policy_views", "schema", "schemas", "tokenizers"),
     # the pure pipeline: plan -> budget -> history -> compose -> report (validation checks

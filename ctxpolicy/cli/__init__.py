@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import logging
 import os
 import sys
 import traceback
@@ -37,6 +38,7 @@ VERBS: tuple[str, ...] = (
     "set",
     "diff",
     "init",
+    "list",
     "completion",
 )
 
@@ -52,7 +54,7 @@ DEBUG_VARIABLE = "CTXPOLICY_DEBUG"
 _EPILOG = f"""exit codes:
   0    valid / written / identical
   1    invalid policy, or the two policies differ (diff)
-  2    usage error, or a file that is missing or cannot be read
+  2    usage error, or a file that is missing or cannot be read (diff: also invalid)
   3    internal error: a bug in ctxpolicy (please report it; {DEBUG_VARIABLE}=1 for details)
   130  interrupted
   {EXIT_BROKEN_PIPE}  the reader of the output went away (e.g. `| head -1`); nothing printed
@@ -64,11 +66,15 @@ environment:
   FORCE_COLOR                     colour even when stdout is not a terminal (not over NO_COLOR)
   {DEBUG_VARIABLE}=1               print the traceback of an internal error
 
+policies bundled with the package are named builtin:NAME (ctxpolicy list) wherever a
+policy file is taken, and in extends: and CTXPOLICY_POLICY.
+
 examples:
-  ctxpolicy validate policies/ --format github
-  ctxpolicy show policies/teams/data-platform.yaml --explain
-  ctxpolicy preview policies/base.yaml --process react --state examples/state.json
-  ctxpolicy compile examples/context-config.json --root examples/docs
+  ctxpolicy list
+  ctxpolicy show builtin:long-session --explain
+  ctxpolicy preview builtin:base --process react --state builtin:samples/state.json
+  ctxpolicy init my-team --extends builtin:base
+  ctxpolicy validate my-team.yaml --format github
   ctxpolicy COMMAND --help
 """
 
@@ -107,8 +113,14 @@ class _VersionAction(argparse.Action):
         parser.exit(0)
 
 
-def _verb_module(verb: str) -> ModuleType:
-    return importlib.import_module(f"ctxpolicy.cli.{verb}")
+#: Verbs whose module has another name (a submodule named ``list`` would shadow the
+#: built-in ``list`` in this package's namespace once imported).
+VERB_MODULES = {"list": "bundled"}
+
+
+def verb_module(verb: str) -> ModuleType:
+    """The module of ``verb`` (``ctxpolicy.cli.<verb>``, or its `VERB_MODULES` name)."""
+    return importlib.import_module(f"ctxpolicy.cli.{VERB_MODULES.get(verb, verb)}")
 
 
 def build_parser(verbs: Sequence[str] = VERBS) -> argparse.ArgumentParser:
@@ -125,12 +137,12 @@ def build_parser(verbs: Sequence[str] = VERBS) -> argparse.ArgumentParser:
     parser.add_argument("--version", action=_VersionAction)
     commands = parser.add_subparsers(dest="verb", metavar="COMMAND", required=True)
     for verb in verbs:
-        module = _verb_module(verb)
+        module = verb_module(verb)
         sub = commands.add_parser(
             verb,
             help=module.HELP,
             description=module.HELP,
-            epilog=module.EXAMPLES,
+            epilog=f"exit codes: {module.EXIT_CODES}\n\n{module.EXAMPLES}",
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )
         module.add_arguments(sub)
@@ -230,6 +242,9 @@ PYDANTIC_PLUGINS_VARIABLE = "PYDANTIC_DISABLE_PLUGINS"
 def console_main() -> None:
     """Entry point of the ``ctxpolicy`` console script and of ``python -m ctxpolicy``."""
     os.environ.setdefault(PYDANTIC_PLUGINS_VARIABLE, "__all__")
+    # the verbs print what the `ctxpolicy` logger would (a skipped collector is in the
+    # preview): no second copy on stderr from Python's last-resort handler
+    logging.getLogger("ctxpolicy").addHandler(logging.NullHandler())
     sys.exit(main())
 
 
@@ -238,8 +253,10 @@ __all__ = [
     "EXIT_BROKEN_PIPE",
     "EXIT_INTERNAL",
     "VERBS",
+    "VERB_MODULES",
     "build_parser",
     "console_main",
     "main",
     "package_version",
+    "verb_module",
 ]

@@ -16,7 +16,6 @@ import json
 import re
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ctxpolicy.blocks.manifest import (
@@ -29,6 +28,7 @@ from ctxpolicy.blocks.manifest import (
     resolve_sources,
     select_blocks,
 )
+from ctxpolicy.builtin import resolve_ref
 from ctxpolicy.cli import main as cli_main
 from ctxpolicy.cli.preview import emit, stdout_wants_color
 from ctxpolicy.cli.reporters import format_issue
@@ -54,11 +54,15 @@ if TYPE_CHECKING:
     from ctxpolicy.policy import Policy
 
 HELP = "compile a context manifest (context-config.json) and show its messages like preview"
+#: Exit codes, as ``--help``, the README and docs/cli.md give them.
+EXIT_CODES = "0 compiled, 1 invalid manifest, 2 usage/unreadable"
 EXAMPLES = """examples:
-  ctxpolicy compile examples/context-config.json --root examples/docs
-  ctxpolicy compile examples/context-config.json --root examples/docs --format json
-  ctxpolicy compile data/context-config.json --root data --session s1 --format html -o call.html
-  ctxpolicy compile context-config.json --policy budget.yaml --process manifest
+  # your own manifest: its handles resolve in --root DIR (default: the manifest's
+  # folder), session files in --session DIR inside it; --policy FILE sets the budget
+  ctxpolicy compile builtin:samples/manifest/context-config.json --format json
+  ctxpolicy compile builtin:samples/manifest/context-config.json --format html -o call.html
+  # the bundled sample manifest (ctxpolicy list); its files sit beside it
+  ctxpolicy compile builtin:samples/manifest/context-config.json
 """
 
 EXIT_OK, EXIT_INVALID, EXIT_USAGE = 0, 1, 2
@@ -66,7 +70,11 @@ EXIT_OK, EXIT_INVALID, EXIT_USAGE = 0, 1, 2
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the arguments of ``ctxpolicy compile``."""
-    parser.add_argument("manifest", metavar="CONTEXT_CONFIG", help="context manifest (JSON)")
+    parser.add_argument(
+        "manifest",
+        metavar="CONTEXT_CONFIG",
+        help="context manifest (JSON), or builtin:samples/manifest/context-config.json",
+    )
     parser.add_argument(
         "--root",
         metavar="DIR",
@@ -137,7 +145,7 @@ def _manifest_error(file: str, text: str | None, message: str) -> str:
 def _read_manifest(file: str) -> str | int:
     """The manifest's text, or exit 2 after one line naming why it cannot be read."""
     try:
-        return Path(file).read_text(encoding="utf-8")
+        return resolve_ref(file).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         reason = getattr(exc, "strerror", None) or str(exc)
         rule = "file.missing" if isinstance(exc, FileNotFoundError) else "file.unreadable"
@@ -208,9 +216,10 @@ def run(args: argparse.Namespace) -> int:
     policy = _policy(args.policy)
     if isinstance(policy, int):
         return policy
-    root = args.root if args.root is not None else (str(Path(file).parent) or ".")
+    path = resolve_ref(file)
+    root = args.root if args.root is not None else (str(path.parent) or ".")
     try:
-        manifest = load_manifest(Path(file))
+        manifest = load_manifest(path)
         plan, result = _compile(
             manifest, args, policy=None if args.policy is None else policy, root=root
         )
@@ -236,4 +245,4 @@ def main(argv: Sequence[str] | None = None) -> int:
     return cli_main(["compile", *(sys.argv[1:] if argv is None else argv)])
 
 
-__all__ = ["EXAMPLES", "HELP", "add_arguments", "main", "run"]
+__all__ = ["EXAMPLES", "EXIT_CODES", "HELP", "add_arguments", "main", "run"]

@@ -28,12 +28,17 @@ from typing import Literal
 from ctxpolicy.cli import build_parser
 
 HELP = "print a shell completion script (bash or zsh)"
+#: Exit codes, as ``--help``, the README and docs/cli.md give them.
+EXIT_CODES = "0, 2 usage"
 EXAMPLES = """examples:
   # bash: this shell only, or for good (bash-completion's user folder)
   source <(ctxpolicy completion bash)
-  ctxpolicy completion bash > ~/.local/share/bash-completion/completions/ctxpolicy
+  ctxpolicy completion bash | install -D /dev/stdin \\
+      ~/.local/share/bash-completion/completions/ctxpolicy
   # zsh: into a folder of $fpath (e.g. fpath=(~/.zfunc $fpath) before compinit)
-  ctxpolicy completion zsh > ~/.zfunc/_ctxpolicy
+  mkdir -p ~/.zfunc && ctxpolicy completion zsh > ~/.zfunc/_ctxpolicy
+  # the script itself
+  ctxpolicy completion zsh
 """
 SHELLS = ("bash", "zsh")
 
@@ -407,4 +412,4 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-__all__ = ["EXAMPLES", "HELP", "SHELLS", "add_arguments", "describe", "render", "run"]
+__all__ = ["EXAMPLES", "EXIT_CODES", "HELP", "SHELLS", "add_arguments", "describe", "render", "run"]

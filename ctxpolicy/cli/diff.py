@@ -27,11 +27,16 @@ from ctxpolicy.loading import load_policy
 from ctxpolicy.render.terminal import color_enabled, paint
 
 HELP = "difference between two effective policies (keys and layers per process)"
+#: Exit codes, as ``--help``, the README and docs/cli.md give them.
+EXIT_CODES = "0 same, 1 differ, 2 usage/invalid/unreadable"
 EXAMPLES = """examples:
-  # what a change does; keep the old copy next to the new file (extends resolves
-  # from there): git show main:policies/base.yaml > policies/base.before.yaml
-  ctxpolicy diff policies/base.before.yaml policies/base.yaml
-  ctxpolicy diff policies/base.yaml policies/teams/data-platform.yaml --format json
+  # what a team policy changes from the defaults it extends (exit 1: they differ)
+  ctxpolicy init my-team --extends builtin:base
+  ctxpolicy set my-team.yaml budget.ratios.query 0.1
+  ctxpolicy diff builtin:base my-team.yaml
+  # a change under review: keep the old copy next to the new file (extends resolves
+  # from there), e.g. git show main:policies/team.yaml > policies/team.before.yaml
+  ctxpolicy diff builtin:base builtin:long-session --format json
 """
 
 

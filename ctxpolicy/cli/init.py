@@ -3,12 +3,15 @@
 Writes a commented YAML policy that validates as written, with the
 ``# yaml-language-server: $schema=...`` line so editors (VS Code's YAML extension, any
 yaml-language-server client) complete keys and check values while the team edits it.
-The schema path is relative to where the file is written: the repository's
-``schemas/ctxpolicy.schema.json`` when the file lives under it, else the schema shipped
-inside the installed package.
+The schema reference must outlive the virtualenv: the nearest
+``schemas/ctxpolicy.schema.json`` in the file's folder or above (a project that keeps the
+schema, e.g. from ``ctxpolicy schema > schemas/ctxpolicy.schema.json``), relative to the
+file; else the schema's ``$id`` URL, never a path into the installed package
+(docs/team-policy.md, 'Editor support').
 
 ``--extends FILE`` takes a path as the shell sees it; the file stores it relative to its
-own folder (as the format requires). Without ``--output`` the policy is ``./NAME.yaml``.
+own folder (as the format requires). ``--extends builtin:NAME`` (a policy bundled with
+the package) is stored as written. Without ``--output`` the policy is ``./NAME.yaml``.
 The text is validated before it is written; an existing file is kept unless ``--force``.
 
 Exit codes: 0 written, 2 bad name, existing file, unreadable parent or invalid result.
@@ -23,6 +26,7 @@ import sys
 from pathlib import Path
 
 from ctxpolicy.atomic import write_text_atomic
+from ctxpolicy.builtin import is_builtin, not_found_message, resolve_ref
 from ctxpolicy.cli.reporters import format_issue
 from ctxpolicy.editing import check_candidate
 from ctxpolicy.editing import format_yaml_value as q
@@ -30,15 +34,20 @@ from ctxpolicy.layers import TOKENIZER_NAMES
 from ctxpolicy.policy import POLICY_NAME_PATTERN
 
 HELP = "write a new, commented team policy that validates"
+#: Exit codes, as ``--help``, the README and docs/cli.md give them.
+EXIT_CODES = "0 written, 2 usage/not written"
 EXAMPLES = """examples:
-  ctxpolicy init data-platform --extends policies/base.yaml -o policies/teams/data-platform.yaml
+  # a team policy on the bundled Datapillar defaults (ctxpolicy list names them)
+  ctxpolicy init data-platform --extends builtin:base -o teams/data-platform.yaml
+  ctxpolicy validate teams/data-platform.yaml
   # a standalone policy with every Datapillar default spelled out, in ./analytics.yaml
   ctxpolicy init analytics
 """
 
 SCHEMA_FILE = "ctxpolicy.schema.json"
-#: The schema shipped inside the installed package.
-PACKAGED_SCHEMA = Path(__file__).resolve().parents[1] / "schemas" / SCHEMA_FILE
+#: What the ``$schema`` line names when no project copy of the schema is found: the
+#: schema's own ``$id`` (stable across installs and virtualenvs).
+SCHEMA_ID = "https://ctxpolicy.dev/schemas/ctxpolicy.schema.json"
 
 
 def _err(message: str) -> None:
@@ -53,7 +62,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--extends",
         metavar="FILE",
         default=None,
-        help="parent policy to inherit from (path as seen from here)",
+        help="parent policy to inherit from: a path as seen from here, or builtin:NAME",
     )
     parser.add_argument(
         "--output",
@@ -65,17 +74,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--force", action="store_true", help="overwrite an existing file")
 
 
-def find_schema(folder: Path) -> Path:
-    """The schema file an editor should use for a policy written in ``folder``.
-
-    The nearest ``schemas/ctxpolicy.schema.json`` in ``folder`` or one of its parents
-    (a project checkout), else the copy shipped inside the package.
-    """
+def find_schema(folder: Path) -> Path | None:
+    """The project's schema file for a policy written in ``folder``: the nearest
+    ``schemas/ctxpolicy.schema.json`` in ``folder`` or one of its parents, else None."""
     for parent in (folder, *folder.parents):
         candidate = parent / "schemas" / SCHEMA_FILE
         if candidate.is_file():
             return candidate
-    return PACKAGED_SCHEMA
+    return None
+
+
+def schema_reference(folder: Path) -> str:
+    """The ``$schema`` of a policy written in ``folder``: the project's schema relative
+    to it, else `SCHEMA_ID` (never a path into the installed package: a rebuilt or
+    moved virtualenv would break it)."""
+    found = find_schema(folder.resolve())
+    return SCHEMA_ID if found is None else relative_posix(found, folder)
 
 
 def relative_posix(target: Path, start: Path) -> str:
@@ -238,9 +252,19 @@ def _check_arguments(args: argparse.Namespace) -> str | None:
         return f"--output {output}: init writes YAML; use a .yaml or .yml file name"
     if output.exists() and not args.force:
         return f"{output}: file exists; not overwritten (use --force to replace it)"
-    if args.extends is not None and not Path(args.extends).is_file():
+    if args.extends is not None and not resolve_ref(args.extends).is_file():
+        if is_builtin(args.extends):
+            return f"--extends {args.extends}: {not_found_message(args.extends)}"
         return f"--extends {args.extends}: no such file"
     return None
+
+
+def _extends_reference(extends: str | None, folder: Path) -> str | None:
+    """``--extends`` as the new file stores it: ``builtin:NAME`` as given, a path relative
+    to the file's folder."""
+    if extends is None or is_builtin(extends):
+        return extends
+    return relative_posix(Path(extends), folder)
 
 
 def _output_path(args: argparse.Namespace) -> Path:
@@ -252,8 +276,8 @@ def _policy_text(args: argparse.Namespace, output: Path) -> str | None:
     when it would not validate."""
     folder = output.parent if str(output.parent) else Path()
     folder.mkdir(parents=True, exist_ok=True)
-    extends = None if args.extends is None else relative_posix(Path(args.extends), folder)
-    schema = relative_posix(find_schema(folder.resolve()), folder)
+    extends = _extends_reference(args.extends, folder)
+    schema = schema_reference(folder)
     text = render_team_policy(args.name, extends=extends, schema=schema)
     issues = [i for i in check_candidate(output, text) if i.severity == "error"]
     for issue in issues:

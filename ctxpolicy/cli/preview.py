@@ -24,6 +24,7 @@ from langchain_core.messages import convert_to_messages
 from ruamel.yaml import YAML
 
 from ctxpolicy.atomic import write_text_atomic
+from ctxpolicy.builtin import resolve_ref
 from ctxpolicy.cli.reporters import format_issue
 from ctxpolicy.engine import PolicyEngine
 from ctxpolicy.errors import (
@@ -32,17 +33,24 @@ from ctxpolicy.errors import (
     QueryPathError,
     UnknownProcessError,
 )
+from ctxpolicy.layers import CHECKPOINT_MESSAGES
 from ctxpolicy.loading import load_policy
+from ctxpolicy.plan import LayerPlan
 from ctxpolicy.policy import Policy
 from ctxpolicy.render.formats import FORMATS, render_preview
 from ctxpolicy.render.terminal import color_enabled
 from ctxpolicy.render.view import Preview
 
 HELP = "compose one call from a policy and show its messages and per-layer token breakdown"
+#: Exit codes, as ``--help``, the README and docs/cli.md give them.
+EXIT_CODES = "0 composed, 1 invalid policy or call, 2 usage/unreadable"
 EXAMPLES = """examples:
-  ctxpolicy preview policies/base.yaml --process react --state examples/state.json
-  ctxpolicy preview policies/base.yaml -p mapreduce_worker --query "Count rows for 2024-06-01"
-  ctxpolicy preview policies/base.yaml -p react --format html -o preview.html
+  ctxpolicy preview builtin:long-session -p react --state builtin:samples/state.json \\
+      --format html -o preview.html
+  # a MapReduce worker: no history, its input given with --query
+  ctxpolicy preview builtin:base -p mapreduce_worker --query "Count rows for 2024-06-01"
+  # a ReAct call: its input is the last user message of the --state history
+  ctxpolicy preview builtin:base --process react --state builtin:samples/state.json
 """
 
 #: Largest state file read, in bytes.
@@ -181,7 +189,7 @@ def _load_inputs(args: argparse.Namespace) -> tuple[Policy, dict[str, Any], str]
     """Policy, state and system prompt from the arguments, or the exit code of bad input."""
     share = None if args.share_context is None else args.share_context == "true"
     try:
-        state = load_state(Path(args.state)) if args.state else {}
+        state = load_state(resolve_ref(args.state)) if args.state else {}
         system_prompt = _system_prompt(args.system_prompt)
         policy = load_policy(args.policy, enable_share_context=share)
     except PreviewInputError as exc:
@@ -198,6 +206,35 @@ def _load_inputs(args: argparse.Namespace) -> tuple[Policy, dict[str, Any], str]
     return policy, state, system_prompt
 
 
+#: What to give a process whose input arrives in the history.
+_STATE_HINT = "--state FILE (e.g. --state builtin:samples/state.json)"
+
+
+def input_problem(plan: LayerPlan, state: Mapping[str, Any], query: str | None) -> str | None:
+    """Why ``--query`` / ``--state`` cannot give this process its input, in the CLI's
+    own words (the flags, not the Python arguments), or None when they can."""
+    where = f"process {plan.process!r} takes its input"
+    if plan.query_path == "runtime":
+        if query is None or not query.strip():
+            return f"{where} at run time (query: runtime): give it with --query TEXT"
+        return None
+    if not plan.includes(CHECKPOINT_MESSAGES):
+        return None  # the policy's own problem: the composer names it
+    if query is not None:
+        return (
+            f"{where} from the history (query: checkpoint), so --query does not apply: "
+            f"give it as the last user message in {_STATE_HINT}"
+        )
+    messages = state.get("messages") or ()
+    if not any(getattr(m, "type", None) == "human" for m in messages):
+        given = "--state holds no user message" if messages else "no --state history given"
+        return (
+            f"{where} from the history (query: checkpoint) and {given}: give one in "
+            f"{_STATE_HINT}, its last user message being the input"
+        )
+    return None
+
+
 def run(args: argparse.Namespace) -> int:
     """Run ``ctxpolicy preview``; exit 0 ok, 1 invalid policy or composition, 2 bad input."""
     loaded = _load_inputs(args)
@@ -207,6 +244,10 @@ def run(args: argparse.Namespace) -> int:
     engine = PolicyEngine(tolerant_policy(policy))
     try:
         plan = engine.plan(args.process)
+        problem = input_problem(plan, state, args.query)
+        if problem is not None:
+            _err(f"ctxpolicy preview: {problem}")
+            return EXIT_USAGE
         result = engine.compose(
             process=args.process, system_prompt=system_prompt, state=state, query=args.query
         )
@@ -226,10 +267,12 @@ def run(args: argparse.Namespace) -> int:
 
 __all__ = [
     "EXAMPLES",
+    "EXIT_CODES",
     "HELP",
     "PreviewInputError",
     "add_arguments",
     "emit",
+    "input_problem",
     "load_state",
     "run",
     "stdout_wants_color",

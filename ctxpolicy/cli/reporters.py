@@ -29,11 +29,7 @@ def has_position(issue: PolicyIssue) -> bool:
 def format_issue(issue: PolicyIssue) -> str:
     """One issue as text: ``FILE:LINE:COL: PATH: MESSAGE [RULE]``, or ``FILE: MESSAGE [RULE]``
     for an issue about a whole file (no made-up ``0:0``)."""
-    if has_position(issue):
-        return issue.format_text()
-    sev = "" if issue.severity == "error" else "warning: "
-    path = "" if issue.path in ("", "$") else f"{issue.path}: "
-    return f"{issue.file}: {path}{sev}{issue.message} [{issue.rule}]"
+    return issue.format_text()
 
 
 def json_issue(issue: PolicyIssue) -> dict[str, Any]:

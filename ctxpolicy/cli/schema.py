@@ -8,6 +8,8 @@ import sys
 from ctxpolicy.schema import read_schema_text
 
 HELP = "print the JSON Schema of policy files"
+#: Exit codes, as ``--help``, the README and docs/cli.md give them.
+EXIT_CODES = "0, 2 usage"
 EXAMPLES = """examples:
   # for editors and other tools; policies name it in a yaml-language-server comment
   ctxpolicy schema > ctxpolicy.schema.json

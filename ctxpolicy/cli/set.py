@@ -14,19 +14,24 @@ from __future__ import annotations
 import argparse
 import sys
 
+from ctxpolicy.builtin import is_builtin
 from ctxpolicy.cli.reporters import format_issue
 from ctxpolicy.editing import EditError, set_policy_value
 from ctxpolicy.errors import PolicyValidationError
 
 HELP = "edit one value of a policy file in place (keeps comments and layout)"
 
+#: Exit codes, as ``--help``, the README and docs/cli.md give them.
+EXIT_CODES = "0 set, 1 would be invalid, 2 usage/unreadable"
 EXAMPLES = """values are YAML: 0.1 is a number, false a boolean, [a, b] a list, '"false"' a string.
 
 examples:
-  ctxpolicy set policies/base.yaml processes.mapreduce_worker.include \\
+  # a team policy to edit (a bundled builtin:NAME is read-only)
+  ctxpolicy init my-team --extends builtin:base
+  ctxpolicy set my-team.yaml processes.mapreduce_worker.include \\
       "[framework__context, knowledge__context]"
-  ctxpolicy set policies/base.yaml budget.ratios.query 0.1
-  ctxpolicy set policies/base.yaml enable_share_context false
+  ctxpolicy set my-team.yaml budget.ratios.query 0.1
+  ctxpolicy set my-team.yaml enable_share_context false
 """
 
 
@@ -44,6 +49,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Apply the edit; print what happened. Returns the exit code."""
+    if is_builtin(args.policy):
+        _err(
+            f"{args.policy}: a bundled policy is read-only; edit a team policy that extends "
+            f"it: ctxpolicy init NAME --extends {args.policy}"
+        )
+        return 2
     try:
         result = set_policy_value(args.policy, args.key, args.value)
     except EditError as exc:

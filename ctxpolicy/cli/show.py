@@ -16,6 +16,7 @@ import io
 import json
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 from ruamel.yaml import YAML
@@ -23,6 +24,7 @@ from ruamel.yaml.scalarstring import LiteralScalarString
 
 from ctxpolicy.cli.effective import self_contained
 from ctxpolicy.cli.reporters import format_issue
+from ctxpolicy.diagnostics import display_name
 from ctxpolicy.errors import PolicyNotGivenError
 from ctxpolicy.loading import resolve_policy
 from ctxpolicy.loading.loader import LoadResult
@@ -30,12 +32,14 @@ from ctxpolicy.policy import Policy
 from ctxpolicy.settings import policy_path
 
 HELP = "print the effective policy (after extends and environment overrides)"
+#: Exit codes, as ``--help``, the README and docs/cli.md give them.
+EXIT_CODES = "0 valid, 1 invalid, 2 usage/unreadable"
 EXAMPLES = """examples:
   # save the effective policy: self-contained, it loads from any folder
-  ctxpolicy show policies/teams/data-platform.yaml > /tmp/effective.yaml
-  CTXPOLICY_POLICY=policies/base.yaml ctxpolicy show --format json
+  ctxpolicy show builtin:long-session > effective.yaml
+  CTXPOLICY_POLICY=builtin:base ctxpolicy show --format json
   # which file line, variable or default set each value
-  ctxpolicy show policies/teams/analytics.toml --explain
+  ctxpolicy show builtin:base --explain
 """
 
 
@@ -134,5 +138,6 @@ def run(args: argparse.Namespace) -> int:
         for piece in _explain(result, fmt=args.format):
             sys.stdout.write(piece)
     else:
-        sys.stdout.write(_effective(result.policy, target=str(target), fmt=args.format))
+        shown = display_name(Path(target))
+        sys.stdout.write(_effective(result.policy, target=shown, fmt=args.format))
     return 0

@@ -26,17 +26,21 @@ from typing import Any
 from ctxpolicy.cli import EXIT_USAGE
 from ctxpolicy.cli.progress import Progress
 from ctxpolicy.cli.reporters import escape_data, get_reporter
-from ctxpolicy.diagnostics import PolicyIssue
+from ctxpolicy.diagnostics import PolicyIssue, display_name
 from ctxpolicy.loading import iter_policy_files, validate_paths
 from ctxpolicy.loading.extends import DocumentCache
 
 HELP = "check policy files against the schema and the semantic rules"
+#: Exit codes, as ``--help``, the README and docs/cli.md give them.
+EXIT_CODES = "0 valid, 1 invalid, 2 usage/unreadable"
 EXAMPLES = """examples:
-  # every policy under policies/ (the default), as FILE:LINE:COL: PATH: MESSAGE [RULE]
+  # a team policy on the bundled defaults, in policies/ (the folder validated by default)
+  ctxpolicy init my-team --extends builtin:base -o policies/my-team.yaml
+  # every policy under policies/, as FILE:LINE:COL: PATH: MESSAGE [RULE]
   ctxpolicy validate
   # GitHub Actions annotations on the lines of a pull request
   ctxpolicy validate policies/ --format github
-  ctxpolicy validate policies/base.yaml policies/teams/ --format json
+  ctxpolicy validate policies/my-team.yaml builtin:long-session --format json
 """
 DEFAULT_PATHS = ("policies",)
 #: Rules that mean "could not read", not "invalid": exit code 2.
@@ -277,6 +281,6 @@ def run(args: argparse.Namespace) -> int:
     if not files:
         return _no_files(paths, fmt=args.format)
     issues = validate_files(files)
-    checked = [f.as_posix() for f in files if f.exists()]
+    checked = [display_name(f) for f in files if f.exists()]
     sys.stdout.write(get_reporter(args.format)(checked, issues))
     return exit_code(issues)

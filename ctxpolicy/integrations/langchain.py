@@ -231,7 +231,7 @@ class ContextPolicyMiddleware(AgentMiddleware[ContextPolicyState, Any, Any]):
         super().__init__()
         self._engine = _build_engine(
             policy_or_path, services=services, enable_share_context=enable_share_context
-        )
+        ).for_model_host()  # model.system_messages auto: one SystemMessage per call
         plan = self._engine.plan(process)  # raises UnknownProcessError
         if plan.query_path != "checkpoint" or not plan.includes(CHECKPOINT_MESSAGES):
             raise ValueError(

@@ -359,6 +359,7 @@ def agent_node(
     """
     engine.policy.process(process)
     _check_contexts_arg(engine, process, contexts)
+    engine = engine.for_model_host()  # system_messages auto: one SystemMessage
     graph_schema = _schema_of(engine, schema)
     tools = _agent_tools(engine, process, tools)
     runnable = _bind(model, tools)
@@ -406,6 +407,7 @@ def aagent_node(
     """
     engine.policy.process(process)
     _check_contexts_arg(engine, process, contexts)
+    engine = engine.for_model_host()  # system_messages auto: one SystemMessage
     graph_schema = _schema_of(engine, schema)
     tools = _agent_tools(engine, process, tools)
     runnable = _bind(model, tools)
@@ -608,6 +610,7 @@ def mapreduce_planner_node(
             only the reducer's own guard keeps a second answer out of the history.
     """
     engine.policy.process(process)
+    engine = engine.for_model_host()  # system_messages auto: one SystemMessage
     graph_schema = _schema_of(engine, schema)
 
     def node(state: Any, config: RunnableConfig) -> dict[str, Any]:
@@ -681,6 +684,7 @@ def mapreduce_worker_node(
     same plain field); the result's ``task_id`` makes a re-run replace, not add.
     """
     engine.policy.process(process)
+    engine = engine.for_model_host()  # system_messages auto: one SystemMessage
     graph_schema = _schema_of(engine, schema)
     runnable = _bind(model, tools)
 
@@ -750,6 +754,7 @@ def mapreduce_reducer_node(
         ValueError: (when run) a task of the plan has no result.
     """
     engine.policy.process(process)
+    engine = engine.for_model_host()  # system_messages auto: one SystemMessage
     graph_schema = _schema_of(engine, schema)
 
     def node(state: Any, config: RunnableConfig) -> dict[str, Any]:

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ctxpolicy.builtin import builtin_name, is_builtin, not_found_message, resolve_ref
 from ctxpolicy.diagnostics import (
     MAX_EXTENDS_DEPTH,
     POLICY_SUFFIXES,
@@ -266,7 +267,12 @@ def _target(
     child: Path, ref: str, stack: tuple[Path, ...]
 ) -> tuple[tuple[Path, Path] | None, str, str]:
     """``((path, real path), "", "")`` of where ``ref`` points, or ``(None, rule, message)``
-    when it may not be followed."""
+    when it may not be followed. ``builtin:NAME`` is a policy bundled with the package."""
+    if is_builtin(ref):
+        target = resolve_ref(ref)
+        if not target.is_file() or builtin_name(target) is None:
+            return None, "extends.missing", f"extends {ref!r}: {not_found_message(ref)}"
+        return _checked(target, stack)
     if not ref or Path(ref).is_absolute() or ref.startswith(("/", "\\")):
         return None, "extends.absolute", f"extends {ref!r} must be a path relative to this file"
     if Path(ref).suffix.lower() not in POLICY_SUFFIXES:
@@ -276,6 +282,11 @@ def _target(
     if not target.is_file():
         message = f"extends {ref!r}: parent policy {display_name(target)} not found"
         return None, "extends.missing", message
+    return _checked(target, stack)
+
+
+def _checked(target: Path, stack: tuple[Path, ...]) -> tuple[tuple[Path, Path] | None, str, str]:
+    """`_target`'s cycle and depth checks of an existing parent file."""
     real = target.resolve()
     if real in stack:
         names = " -> ".join(shown_path(p) for p in (*stack, real))

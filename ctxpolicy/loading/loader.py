@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ctxpolicy.builtin import is_builtin, not_found_message, resolve_ref
 from ctxpolicy.diagnostics import (
     POLICY_SUFFIXES,
     JsonPath,
@@ -18,7 +19,7 @@ from ctxpolicy.diagnostics import (
     format_path,
     sorted_issues,
 )
-from ctxpolicy.errors import PolicyValidationError
+from ctxpolicy.errors import PolicyNotFoundError, PolicyValidationError
 from ctxpolicy.loading.extends import DocumentCache, resolve_extends
 from ctxpolicy.settings import apply_overrides, policy_path
 from ctxpolicy.validation import validate_data
@@ -102,7 +103,7 @@ def _declaring_folder(where: Location | None, folders: dict[str, Path]) -> Path 
         return None
     folder = folders.get(where.file)
     if folder is None:
-        folder = folders[where.file] = Path(where.file).parent.absolute()
+        folder = folders[where.file] = resolve_ref(where.file).parent.absolute()
     return folder
 
 
@@ -147,7 +148,8 @@ def resolve_policy(
     """Load, merge, override and validate one policy file; never raises for bad input.
 
     Args:
-        path: The policy file (``.yaml``, ``.yml`` or ``.toml``).
+        path: The policy file (``.yaml``, ``.yml`` or ``.toml``), or ``builtin:NAME``
+            for a policy bundled with the package (`ctxpolicy.builtin`).
         enable_share_context: Explicit value of the central switch (wins over all).
         environ: Environment to read instead of ``os.environ``.
         documents: Documents already parsed in this run (see `validate_paths`).
@@ -167,7 +169,7 @@ def _resolve(
 ) -> LoadResult:
     """`resolve_policy`; ``typed=False`` finds the issues only (the result's policy is
     None: see `ctxpolicy.validation.build_policy`)."""
-    file = Path(path)
+    file = resolve_ref(path)
     name = display_name(file)
     # the merged data is only read (validated), never handed out: no copy of shared files
     merged = resolve_extends(file, documents=None if documents is None else documents.sharing())
@@ -208,8 +210,8 @@ def load_policy(
 
     Raises:
         PolicyValidationError: the file is invalid; ``issues`` holds every problem
-            (`PolicyNotGivenError` when ``path`` is None and ``CTXPOLICY_POLICY`` is
-            not set).
+            (`PolicyNotFoundError` when the file does not exist, `PolicyNotGivenError`
+            when ``path`` is None and ``CTXPOLICY_POLICY`` is not set).
     """
     if enable_share_context is not None and not isinstance(enable_share_context, bool):
         raise TypeError(
@@ -217,8 +219,18 @@ def load_policy(
         )
     result = resolve_policy(policy_path(path), enable_share_context=enable_share_context)
     if result.policy is None:
-        raise PolicyValidationError(result.errors or result.issues)
+        raise _load_error(result)
     return result.policy
+
+
+def _load_error(result: LoadResult) -> PolicyValidationError:
+    """The error of a policy that did not load: not found (the file itself is missing),
+    else invalid."""
+    errors = result.errors or result.issues
+    own = display_name(result.file)
+    if len(errors) == 1 and errors[0].rule == "file.missing" and errors[0].file == own:
+        return PolicyNotFoundError(errors)
+    return PolicyValidationError(errors)
 
 
 def explain_policy(path: PathLike, *, enable_share_context: bool | None = None) -> list[Provenance]:
@@ -229,7 +241,7 @@ def explain_policy(path: PathLike, *, enable_share_context: bool | None = None) 
     """
     result = resolve_policy(path, enable_share_context=enable_share_context)
     if result.policy is None:
-        raise PolicyValidationError(result.errors)
+        raise _load_error(result)
     return result.provenance()
 
 
@@ -247,7 +259,7 @@ def iter_policy_files(paths: PathLike | Iterable[PathLike]) -> Iterator[Path]:
     if isinstance(paths, str | os.PathLike):
         paths = [paths]
     for raw in paths:
-        path = Path(raw)
+        path = resolve_ref(raw)
         if path.is_dir():
             found = (
                 p
@@ -273,9 +285,9 @@ def validate_paths(
     issues: list[PolicyIssue] = []
     for file in iter_policy_files(paths):
         if not file.exists():
-            issues.append(
-                PolicyIssue(display_name(file), 0, 0, "$", "no such file or folder", "file.missing")
-            )
+            name = display_name(file)
+            message = not_found_message(name) if is_builtin(name) else "no such file or folder"
+            issues.append(PolicyIssue(name, 0, 0, "$", message, "file.missing"))
             continue
         issues.extend(_resolve(file, documents=documents, typed=False).issues)
     return list(sorted_issues(issues))

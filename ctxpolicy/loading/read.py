@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ctxpolicy.builtin import builtin_name, not_found_message
 from ctxpolicy.diagnostics import (
     MAX_FILE_BYTES,
     POLICY_SUFFIXES,
@@ -113,6 +114,10 @@ def _read_bytes(path: Path, name: str) -> tuple[bytes | None, list[PolicyIssue]]
             else f"file is {exc.size} bytes; the limit is {MAX_FILE_BYTES} bytes"
         )
         return None, [PolicyIssue(name, 1, 1, "$", message, "file.too-large")]
+    except FileNotFoundError:
+        bundled = builtin_name(path)
+        message = "no such file or folder" if bundled is None else not_found_message(bundled)
+        return None, [PolicyIssue(name, 0, 0, "$", message, "file.missing")]
     except OSError as exc:
         reason = exc.strerror or type(exc).__name__
         message = f"cannot read file: {reason}"

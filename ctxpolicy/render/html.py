@@ -99,7 +99,7 @@ def _budget(view: PreviewView, colors: Mapping[str, str]) -> _Budget:
 
 
 def _row(layer: LayerView, colors: Mapping[str, str]) -> _Row:
-    cap = layer.share_cap
+    cap = layer.cap
     fill = min(100.0, _pct(layer.tokens, cap)) if cap else 0.0
     return _Row(layer=layer, color=colors.get(layer.name, DEFAULT_COLOR), fill=fill)
 

@@ -81,8 +81,12 @@ def _message_lines(preview: Preview) -> list[str]:
 
 def _why(layer: LayerReport) -> str:
     extra = [cut.describe() for cut in layer.cuts]
+    if layer.base_cap is not None and layer.cap is not None and layer.cap != layer.base_cap:
+        extra.append(f"ratio cap {layer.base_cap}")
     if layer.error:
         extra.append(f"collector skipped: {layer.error}")
+    elif layer.merged_into is not None:
+        extra.append(f"sent in the system message of {layer.merged_into}")
     elif not layer.messages and layer.kind == "block":
         extra.append("empty this call")
     return f"{layer.reason} — {'; '.join(extra)}" if extra else layer.reason
@@ -92,8 +96,8 @@ def _layer_lines(layer: LayerReport, *, window: int) -> list[str]:
     if not layer.included:
         blank = f"{'-':>7} {'-':>7}  {'':<{BAR_WIDTH}}"
         return [f"  {layer.name:<{NAME_WIDTH}} {blank}  excluded: {layer.reason}"]
-    bar = _bar(layer.tokens, layer.base_cap, window)
-    numbers = f"{layer.tokens:>7} {layer.base_cap or 0:>7}"
+    bar = _bar(layer.tokens, layer.cap, window)
+    numbers = f"{layer.tokens:>7} {layer.cap or 0:>7}"
     lines = [f"  {layer.name:<{NAME_WIDTH}} {numbers}  {bar}  {_why(layer)}"]
     lines.extend(
         f"  {'':<{NAME_WIDTH}} recalled {u.label} ({u.source}, score {u.score:.2f}, "

@@ -16,6 +16,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ctxpolicy.report import skip_note
+
 if TYPE_CHECKING:
     from langchain_core.messages import BaseMessage
 
@@ -73,7 +75,8 @@ class LayerView:
     """One layer row of a preview.
 
     ``cap`` is the cap the layer finally had (after redistribution), ``base_cap`` the cap
-    its budget ratio gives it.
+    its budget ratio gives it; ``merged_into`` the layer whose SystemMessage carries its
+    text, when it has no message of its own.
     """
 
     name: str
@@ -88,6 +91,14 @@ class LayerView:
     error: str | None
     base_cap: int | None = None
     recalled: tuple[str, ...] = ()
+    merged_into: str | None = None
+
+    @property
+    def ratio_cap(self) -> int | None:
+        """The cap its ratio gives the layer, when the cap it got differs (else None)."""
+        if self.base_cap is not None and self.base_cap != self.cap:
+            return self.base_cap
+        return None
 
     @property
     def share_cap(self) -> int | None:
@@ -175,10 +186,12 @@ def _layer(layer: LayerReport) -> LayerView:
         cap=layer.cap,
         messages=layer.messages,
         cuts=tuple(cut.describe() for cut in layer.cuts),
-        notes=tuple(layer.notes),
+        # the skip is shown once, as the layer's error
+        notes=tuple(n for n in layer.notes if layer.error is None or n != skip_note(layer.error)),
         error=layer.error,
         base_cap=layer.base_cap,
         recalled=tuple(describe_recalled(unit) for unit in layer.recalled),
+        merged_into=layer.merged_into,
     )
 
 

@@ -7,11 +7,13 @@ set a whole group of fields at once. No module exposes a field-level setter.
 from __future__ import annotations
 
 import copy
+import logging
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, get_args
 
 from ctxpolicy.errors import PersistenceError
 from ctxpolicy.layers import COMPRESSION, PERSISTED_BY_DEFAULT, is_block_layer, may_persist
+from ctxpolicy.logs import log_events
 from ctxpolicy.state.blackboard import (
     AgentStatus,
     MapReduceResult,
@@ -289,7 +291,11 @@ class ContextsModule(_Module):
         if not isinstance(mapping, Mapping):
             raise TypeError(f"mapping must be a mapping, got {type(mapping).__name__}")
         for layer, text in mapping.items():
-            check_persistable(layer, self._policy)
+            try:
+                check_persistable(layer, self._policy)
+            except PersistenceError as exc:
+                log_events([(logging.WARNING, f"persist refused: {exc}")])
+                raise
             if not isinstance(text, str):
                 raise PersistenceError(
                     f"cannot persist {layer!r}: the value must be text, got {type(text).__name__}"

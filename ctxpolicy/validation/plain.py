@@ -58,7 +58,7 @@ DEFAULTS: Mapping[str, Mapping[str, Any]] = {
     "ModelSpec": {
         "context_window": 128_000,
         "tokenizer": "cl100k_base",
-        "system_messages": "separate",
+        "system_messages": "auto",
     },
     "BudgetSpec": {"output_reserve": 0.1, "ratios": {}, "redistribute": True},
     "LayerSpec": dict.fromkeys(

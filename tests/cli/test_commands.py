@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 import json
 import subprocess
 import sys
@@ -10,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from ctxpolicy.cli import VERBS
+from ctxpolicy.cli import VERBS, verb_module
 from ctxpolicy.cli.reporters import REPORTERS, get_reporter, report_github
 from ctxpolicy.diagnostics import PolicyIssue
 from ctxpolicy.schema import load_schema
@@ -22,7 +21,7 @@ GOOD = "version: 1\nname: good\n"
 def test_every_verb_module_has_the_verb_interface() -> None:
     assert VERBS[:3] == ("validate", "show", "schema")
     for verb in VERBS:
-        module = importlib.import_module(f"ctxpolicy.cli.{verb}")
+        module = verb_module(verb)
         assert isinstance(module.HELP, str) and module.HELP
         assert callable(module.add_arguments) and callable(module.run)
 

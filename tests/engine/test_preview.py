@@ -116,9 +116,13 @@ def test_bad_arguments_exit_2(capsys: pytest.CaptureFixture[str], tmp_path: Path
     code, _, err = run(capsys, BASE, "--process", "nope")
     assert code == 2 and "unknown process 'nope'" in err
     code, _, err = run(capsys, BASE, "--process", "mapreduce_worker")
-    assert code == 2 and "query" in err
+    assert code == 2 and "give it with --query TEXT" in err
     code, _, err = run(capsys, BASE, "--state", STATE, "--query", "twice")
-    assert code == 2 and "do not also pass query" in err
+    # the CLI's own flags, never the Python argument (``query=``)
+    assert code == 2 and "--query does not apply" in err and "--state FILE" in err
+    assert "query=" not in err
+    code, _, err = run(capsys, BASE)
+    assert code == 2 and "--state FILE" in err and "builtin:samples/state.json" in err
     code, _, err = run(capsys, str(tmp_path / "nothing.yaml"))
     assert code == 2
     for text in (err,):

@@ -122,7 +122,7 @@ def test_named_summarization_middleware_it_replaces_deepagents_summaries(tmp_pat
     fresh_results: list[ComposeResult] = []
     fresh = build(fresh_model, fresh_results)
     fresh.invoke({"messages": [HumanMessage("Summarize the week.")]}, config())
-    names = [layer.name for layer in fresh_results[0].report.layers if layer.messages]
+    names = [layer.name for layer in fresh_results[0].report.layers if layer.sent]
     assert names[:2] == ["system_prompt", "framework__context"]
     assert "compression__context" in names
     assert any(summary in text(m) for m in fresh_model.seen[0])

@@ -78,10 +78,19 @@ class ToolCallingModel(RecordingChatModel):
 
 
 def policy_file(tmp_path: Path, body: str = "", *, base: str = "base.yaml") -> Path:
-    """A team policy in ``tmp_path`` extending a copy of ``policies/<base>``."""
+    """A team policy in ``tmp_path`` extending a copy of ``policies/<base>``.
+
+    One SystemMessage per layer (``model.system_messages: separate``) unless ``body``
+    sets the mode: these tests look at each layer's own message; the default under the
+    middleware (one SystemMessage) is tests/integrations/test_one_system_message.py's.
+    """
     shutil.copy(POLICIES / base, tmp_path / base)
     if not (tmp_path / "templates").exists():
         shutil.copytree(POLICIES / "templates", tmp_path / "templates")
+    if "system_messages" not in body and "model: {" in body:
+        body = body.replace("model: {", "model: {system_messages: separate, ", 1)
+    elif "system_messages" not in body:
+        body = f"model: {{system_messages: separate}}\n{body}"
     path = tmp_path / f"agent-{base}"
     path.write_text(f"version: 1\nname: agent-test\nextends: {base}\n{body}", encoding="utf-8")
     return path

@@ -13,7 +13,7 @@ from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 from ctxpolicy.engine import PolicyEngine
 from ctxpolicy.state import user_turn
 from tests.integrations.fakes import ModelDown, RecordingChatModel, replies
-from tests.integrations.graphs import FRAMEWORK, chat_graph, make_policy, open_saver
+from tests.integrations.graphs import chat_graph, make_policy, open_saver
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIG = {"configurable": {"thread_id": "thread-1"}}
@@ -40,8 +40,9 @@ def test_three_turns_then_a_new_graph_object_continues_the_thread(tmp_path: Path
     prompt = fresh_model.seen[-1]
     assert texts(prompt, "human") == ["q1", "q2", "q3", "q4"]  # earlier turns, each once
     assert texts(prompt, "ai") == ["a1", "a2", "a3"]
-    assert prompt[0].content == "You analyse data."
-    assert prompt[1].content == FRAMEWORK
+    # one SystemMessage under agent_node (model.system_messages: auto): prompt + framework
+    assert prompt[0].content == "You analyse data.\n\nFRAMEWORK RULES: answer briefly."
+    assert sum(m.type == "system" for m in prompt) == 1
     assert state["last_agent_status"] == "completed"
     assert state["active_agent"] is None
 
@@ -134,7 +135,7 @@ def test_summarize_overflow_persists_the_summary_across_a_restore(tmp_path: Path
     state = fresh.invoke({"messages": [HumanMessage("next question")]}, CONFIG)
     prompt = fresh_model.seen[-1]
     system_texts = [str(m.content) for m in prompt if isinstance(m, SystemMessage)]
-    assert any(t.startswith("SUMMARY #") for t in system_texts)
+    assert any("\n\nSUMMARY #" in t for t in system_texts)  # merged into the one message
     humans = texts(state["messages"], "human")
     assert len(humans) == len(set(humans))
     assert humans[-1] == "next question"

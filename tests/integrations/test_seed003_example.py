@@ -9,7 +9,7 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
-from langchain_core.messages import BaseMessage, HumanMessage, ToolMessage
+from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
 from ctxpolicy.loading import validate_paths
 
@@ -67,10 +67,12 @@ def test_the_inline_reference_is_resolved_once_after_the_input(run: object) -> N
     turn_one = [c for c in calls if c[0].startswith("turn 1")]
     assert len(turn_one) == 3  # read_block, read_file, answer
     for _, prompt, result in turn_one:
-        # the files layer: a labelled block of policies/docs/handbook.md
-        assert "[handbook.md#Datapillar handbook/Goals (lines 6-8)]" in str(prompt[1].content)
+        # the files layer: a labelled block of policies/docs/handbook.md, in the one
+        # SystemMessage agent_node sends (model.system_messages: auto)
+        assert isinstance(prompt[0], SystemMessage)
+        assert "[handbook.md#Datapillar handbook/Goals (lines 6-8)]" in str(prompt[0].content)
         # the input keeps its text and the referenced block follows it, once
-        query = prompt[2]
+        query = prompt[1]
         assert isinstance(query, HumanMessage)
         assert str(query.content).startswith(QUERY + "\n\n" + PIECE + "\n")
         assert _text(prompt).count(PIECE) == 1 and _text(prompt).count(RULE) == 1
