@@ -31,6 +31,7 @@ from ctxpolicy.blocks.inline import QueryReference, expand_query
 from ctxpolicy.blocks.sandbox import resolve_root
 from ctxpolicy.budget import wide_recall_cap
 from ctxpolicy.collectors.base import CollectRequest
+from ctxpolicy.collectors.memory import check_sessions_active, warn_volatile_memory
 from ctxpolicy.collectors.run import CollectOutcome, arun_collectors, run_collectors
 from ctxpolicy.compose import (
     ComposeCall,
@@ -499,6 +500,7 @@ class PolicyEngine:
         if policy.default_process in plain:
             plain[None] = plain[policy.default_process]
         self._plain: Mapping[str | None, _ProcessFacts] = MappingProxyType(plain)
+        warn_volatile_memory(policy, self._services)  # said now, not after a restart
 
     @classmethod
     def from_file(
@@ -692,6 +694,9 @@ class PolicyEngine:
             thread_id=thread_id,
             recall=bool(recall_layers),
         )
+        sessions = [spec for _, spec, _, _ in facts.collected if spec.type == "memory"]
+        if sessions:  # a paused or ended session's turn: refused before any model call
+            check_sessions_active(sessions, merged, state)
         warning = facts.summarize_warning
         # positional (in field order): a frozen dataclass sets keyword arguments more slowly
         inputs = ComposeCall(

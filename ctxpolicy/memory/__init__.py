@@ -20,7 +20,7 @@ from ctxpolicy.memory.items import (
     MemoryItem,
     score_importance,
 )
-from ctxpolicy.memory.sessions import MemorySessions
+from ctxpolicy.memory.sessions import MemorySessions, SessionInactiveError
 from ctxpolicy.memory.strategies import (
     MEMORY_SOURCES,
     MEMORY_STRATEGIES,
@@ -51,6 +51,7 @@ __all__ = [
     "MemorySource",
     "MemoryStrategy",
     "MemoryTier",
+    "SessionInactiveError",
     "TieredMemory",
     "pack_memory",
     "render_candidates",
