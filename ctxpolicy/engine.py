@@ -31,6 +31,7 @@ from ctxpolicy.blocks.inline import QueryReference, expand_query
 from ctxpolicy.blocks.sandbox import resolve_root
 from ctxpolicy.budget import wide_recall_cap
 from ctxpolicy.collectors.base import CollectRequest
+from ctxpolicy.collectors.items import unique_items
 from ctxpolicy.collectors.memory import check_sessions_active, warn_volatile_memory
 from ctxpolicy.collectors.run import CollectOutcome, arun_collectors, run_collectors
 from ctxpolicy.compose import (
@@ -696,7 +697,7 @@ class PolicyEngine:
         )
         sessions = [spec for _, spec, _, _ in facts.collected if spec.type == "memory"]
         if sessions:  # a paused or ended session's turn: refused before any model call
-            check_sessions_active(sessions, merged, state)
+            check_sessions_active(sessions, merged, state, thread_id=thread_id)
         warning = facts.summarize_warning
         # positional (in field order): a frozen dataclass sets keyword arguments more slowly
         inputs = ComposeCall(
@@ -749,6 +750,9 @@ class PolicyEngine:
             values[outcome.layer] = outcome.text
             if outcome.text:
                 sources[outcome.layer] = "collector"
+        if len(values) > 1:  # one item once per prompt: the earlier layer keeps it
+            values = unique_items(call.inputs.plan.names, values)
+            sources = {k: v for k, v in sources.items() if values.get(k)}
         for key, value in call.inputs.contexts.items():
             values[key] = value
             sources[key] = "contexts"

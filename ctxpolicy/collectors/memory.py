@@ -27,14 +27,16 @@ import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from ctxpolicy.collectors.items import ItemsText
 from ctxpolicy.errors import MemoryNotDurableWarning
 from ctxpolicy.layers import MemoryStrategy
 from ctxpolicy.memory.sessions import MemorySessions, current_thread_id
 from ctxpolicy.memory.strategies import (
     MEMORY_STRATEGIES,
+    content_key,
     pack_candidates,
     pack_memory,
-    render_candidates,
+    render_item,
     select_memory,
 )
 from ctxpolicy.memory.tiered import TieredMemory
@@ -197,16 +199,27 @@ def collect_memory(request: CollectRequest) -> str | None:
         candidates = _session_candidates(memory, request, strategy=strategy, shares=shares)
     else:
         candidates = _memory_candidates(memory, request, strategy=strategy, shares=shares)
-    return render_candidates(candidates) or None
+    if not candidates:
+        return None
+    # whole items with their keys: a later layer showing one of them again drops it
+    return ItemsText(
+        [render_item(c.item) for c in candidates],
+        [(f"id:{c.item.id}", content_key(c.item.content)) for c in candidates],
+    )
 
 
 def check_sessions_active(
-    specs: Iterable[Any], services: Mapping[str, Any], state: Mapping[str, Any]
+    specs: Iterable[Any],
+    services: Mapping[str, Any],
+    state: Mapping[str, Any],
+    *,
+    thread_id: str | None = None,
 ) -> None:
     """Refuse a call of a paused or ended session before anything runs (docs/memory.md,
     'Scopes and lifecycle'): for each memory layer (``specs``) reading an agent's
-    `MemorySessions`, the call's session (state ``session_id``, else the LangGraph thread)
-    must be active, or the turn it composes for could not be recorded.
+    `MemorySessions`, the call's session (state ``session_id``, else ``thread_id``, else
+    the LangGraph thread) must be active, or the turn it composes for could not be
+    recorded.
 
     Raises:
         SessionInactiveError: the session is paused or ended (a ``ValueError``).
@@ -215,9 +228,10 @@ def check_sessions_active(
         memory = services.get(spec.service)
         if memory is None:
             memory = state.get(spec.service)
-        if isinstance(memory, MemorySessions):
-            current = _current_session(memory, state)
-            if current is not None:
+        if isinstance(memory, MemorySessions) and memory.agent is not None:
+            named = state.get("session_id") or thread_id
+            current = named if isinstance(named, str) else _current_session(memory, state)
+            if current is not None and not state.get("session_ids"):
                 memory.check_active(current)
 
 
