@@ -1210,7 +1210,9 @@ class PolicyEngine:
             memory = self._memories.get(key)
             if memory is None:
                 tiers = spec.tiers
-                memory = TieredMemory(l1_size=tiers.l1, l2_size=tiers.l2, l3_size=tiers.l3)
+                memory = TieredMemory(
+                    l1_size=tiers.l1, l2_size=tiers.l2, l3_size=tiers.l3, l2_policy=tiers.l2_policy
+                )
                 self._memories[key] = memory
         start = len(history)
         while start > 0 and not memory.is_recorded(history[start - 1]):

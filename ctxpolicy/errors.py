@@ -96,10 +96,6 @@ class PersistenceError(CtxPolicyError):
     """An attempt to persist a layer the policy marks runtime-only (or a misuse of state)."""
 
 
-class MemoryNotDurableWarning(UserWarning):
-    """A memory service that a restarted process cannot restore (no persistent store)."""
-
-
 class CollectorError(CtxPolicyError):
     """A collector failed (raised, timed out or returned a wrong type) with ``on_error: fail``."""
 

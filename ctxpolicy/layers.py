@@ -132,6 +132,7 @@ CollectorType = Literal[
     "recall",
     "agent_outputs",
     "skills",
+    "aggregate",
 ]
 COLLECTOR_TYPES: Final[tuple[CollectorType, ...]] = get_args(CollectorType)
 

@@ -28,9 +28,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ctxpolicy.collectors.items import ItemsText
-from ctxpolicy.errors import MemoryNotDurableWarning
 from ctxpolicy.layers import MemoryStrategy
-from ctxpolicy.memory.sessions import MemorySessions, current_thread_id
+from ctxpolicy.memory.sessions import MemoryNotDurableWarning, MemorySessions, current_thread_id
 from ctxpolicy.memory.strategies import (
     MEMORY_STRATEGIES,
     content_key,

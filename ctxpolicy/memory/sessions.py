@@ -57,6 +57,10 @@ class SessionInactiveError(CtxPolicyError, ValueError):
     """A turn of a paused or ended session (it records nothing until resumed)."""
 
 
+class MemoryNotDurableWarning(UserWarning):
+    """A memory service that a restarted process cannot restore (no persistent store)."""
+
+
 def current_thread_id() -> str | None:
     """The LangGraph ``thread_id`` of the running graph call (None outside a graph)."""
     try:

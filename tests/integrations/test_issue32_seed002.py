@@ -17,9 +17,8 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langgraph.graph import START, StateGraph
 from langgraph.store.sqlite import SqliteStore
 
-from ctxpolicy.errors import MemoryNotDurableWarning
 from ctxpolicy.integrations.langgraph import agent_node, init_context_engine, state_schema
-from ctxpolicy.memory import MemorySessions, SessionInactiveError
+from ctxpolicy.memory import MemoryNotDurableWarning, MemorySessions, SessionInactiveError
 from ctxpolicy.state import Blackboard, DroppedStateKeyError
 from tests.integrations.fakes import RecordingChatModel
 from tests.integrations.graphs import open_saver
