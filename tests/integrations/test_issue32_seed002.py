@@ -257,3 +257,45 @@ def test_one_item_once_per_prompt_across_memory_and_agent_output_layers(
     layer = next(str(m.content) for m in model.seen[0] if "MEMORY-NOTE" in str(m.content))
     assert layer.startswith("- [agent]") and "备忘 MEMORY-ZH" in layer  # the earliest layer
     assert reports[0].layer("agent_output__context").included
+
+
+# ------------------------------------------------------------- aggregate from the policy
+
+AGGREGATE_POLICY = """version: 1
+name: aggregate-sessions
+model: {context_window: 16000, tokenizer: cl100k_base}
+budget: {ratios: {sessions__context: 0.4}}
+order: [system_prompt, sessions__context, checkpoint_messages, query]
+layers:
+  sessions__context:
+    collector: {type: aggregate, service: memory, contexts: session_states}
+processes:
+  react: {query: checkpoint, checkpoint_messages: true}
+"""
+
+
+def test_aggregate_collector_from_the_policy_reads_only_the_named_sessions(
+    tmp_path: Path,
+) -> None:
+    from ctxpolicy.loading import load_policy
+    from ctxpolicy.validation import check_policy
+
+    path = tmp_path / "aggregate.yaml"
+    path.write_text(AGGREGATE_POLICY, encoding="utf-8")
+    assert check_policy(load_policy(path)) == []
+    sessions = MemorySessions(agent="lead", store=False)
+    sessions.session("A").add("AGG-A the deploy froze at 18:00", importance=0.9)
+    sessions.session("B").add("AGG-B 部署区域是 eu-west-3", importance=0.9)
+    sessions.session("Z").add("AGG-Z unrelated secret", importance=0.9)
+    states = {
+        "A": {"todo__context": "AGG-TODO-A rotate keys"},
+        "Z": {"todo__context": "AGG-TODO-Z"},
+    }
+    engine = init_context_engine(path, services={"memory": sessions, "session_states": states.get})
+    model = RecordingChatModel(responses=[AIMessage("ok")])
+    app = build(engine, model, open_saver(tmp_path / "c.sqlite"))
+    app.invoke({"messages": [HumanMessage("status?")], "session_ids": ["A", "B"]}, config("L"))
+    seen = prompt_text(model.seen[-1])
+    assert "AGG-A" in seen and "AGG-B 部署区域" in seen and "AGG-TODO-A" in seen
+    assert "AGG-Z" not in seen and "AGG-TODO-Z" not in seen
+    assert "[A · todo__context]" in seen
