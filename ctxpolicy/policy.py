@@ -485,7 +485,7 @@ class AggregateCollectorSpec(_CollectorBase):
     """
 
     model_config = _schema(
-        "Several sessions' whole contexts for one agent (seed 002's aggregation flow): each "
+        "Several sessions' whole contexts for one agent (the design's aggregation flow): each "
         "session named by the state key `session_ids` (else `session_id`, else the running "
         "thread) gives its persisted __context layers (from the `contexts` service) and its "
         "memory (the `service` MemorySessions); pieces ranked by importance, repeats once, "

@@ -1,6 +1,6 @@
 """The ``aggregate`` collector: several sessions' whole contexts for one agent.
 
-Seed 002's aggregation flow from a policy (docs/memory.md, 'Aggregating session
+The design's aggregation flow from a policy (docs/memory.md, 'Aggregating session
 contexts')::
 
     sessions__context:

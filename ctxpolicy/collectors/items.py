@@ -1,4 +1,4 @@
-"""Whole items across layers: one item once per prompt (docs/memory.md, 'One item once').
+"""Whole items across layers: one item once per prompt (docs/memory.md, 'One item once per prompt').
 
 The ``memory`` and ``agent_outputs`` collectors return an `ItemsText`: the layer text
 plus its items, each with the keys that say which item it is (its id, its text ignoring

@@ -237,7 +237,8 @@ def check_sessions_active(
 def warn_volatile_memory(policy: Policy, services: Mapping[str, Any]) -> None:
     """Warn (`MemoryNotDurableWarning`) for each memory service of ``policy``'s layers that
     a restarted process cannot restore: a `TieredMemory` or `MemorySessions` without a
-    store, or with an in-process ``InMemoryStore`` (docs/memory.md, 'Persistence')."""
+    store, or with an in-process ``InMemoryStore`` (docs/memory.md, 'Persistence through
+    LangGraph's BaseStore')."""
     seen: set[int] = set()
     for name in policy.block_layers:
         spec = policy.layer(name).collector

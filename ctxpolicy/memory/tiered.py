@@ -346,7 +346,8 @@ class TieredMemory:
         self._fingerprints = MessageFingerprints()
         self._l4_count = 0
         self._lock = threading.RLock()
-        # what the store holds of L1/L2 (docs/memory.md, 'Persistence'): entry key -> item
+        # what the store holds of L1/L2, entry key -> item (docs/memory.md, 'Persistence
+        # through LangGraph's BaseStore')
         self._stored_live: dict[str, MemoryItem] = {}
         self._stored_tiers: dict[str, Any] | None = None
         self._writes = 0
@@ -1251,9 +1252,9 @@ class TieredMemory:
         """A memory restored from ``store``: every tier, as the memory that wrote it left it.
 
         L1/L2 get the items the store holds for them (a memory with a store writes its
-        L1/L2 through after each write, docs/memory.md, 'Persistence'; L1 keeps its
-        ``l1_size`` newest, older ones are promoted); L3 gets the ``l3_size`` most recent
-        stored summaries; the search index is rebuilt
+        L1/L2 through after each write, docs/memory.md, 'Persistence through LangGraph's
+        BaseStore'; L1 keeps its ``l1_size`` newest, older ones are promoted); L3 gets the
+        ``l3_size`` most recent stored summaries; the search index is rebuilt
         from the full text of every stored item. An external ``vector_store`` persists
         itself (pass ``reindex=True`` to add the stored summaries to it anyway). New
         summaries keep being written through to ``store``. The fingerprint stored with a
