@@ -32,6 +32,8 @@ from ctxpolicy.blocks.sandbox import resolve_root
 from ctxpolicy.budget import wide_recall_cap
 from ctxpolicy.collectors.base import CollectRequest
 from ctxpolicy.collectors.needs import missing_services
+from ctxpolicy.collectors.items import unique_items
+from ctxpolicy.collectors.memory import check_sessions_active, warn_volatile_memory
 from ctxpolicy.collectors.run import CollectOutcome, arun_collectors, run_collectors
 from ctxpolicy.compose import (
     ComposeCall,
@@ -519,6 +521,7 @@ class PolicyEngine:
         if policy.default_process in plain:
             plain[None] = plain[policy.default_process]
         self._plain: Mapping[str | None, _ProcessFacts] = MappingProxyType(plain)
+        warn_volatile_memory(policy, self._services)  # said now, not after a restart
 
     @classmethod
     def from_file(
@@ -754,6 +757,9 @@ class PolicyEngine:
         )
         if thread_id is None and facts.thread_roots:
             thread_id = _langgraph_thread_id()
+        sessions = [spec for _, spec, _, _ in facts.collected if spec.type == "memory"]
+        if sessions:  # a paused or ended session's turn: refused before any model call
+            check_sessions_active(sessions, merged, state, thread_id=thread_id)
         warning = facts.summarize_warning
         # positional (in field order): a frozen dataclass sets keyword arguments more slowly
         inputs = ComposeCall(
@@ -816,6 +822,9 @@ class PolicyEngine:
             values[outcome.layer] = outcome.text
             if outcome.text:
                 sources[outcome.layer] = "collector"
+        if len(values) > 1:  # one item once per prompt: the earlier layer keeps it
+            values = unique_items(call.inputs.plan.names, values)
+            sources = {k: v for k, v in sources.items() if values.get(k)}
         for key, value in call.inputs.contexts.items():
             values[key] = value
             sources[key] = "contexts"
@@ -1281,7 +1290,9 @@ class PolicyEngine:
             memory = self._memories.get(key)
             if memory is None:
                 tiers = spec.tiers
-                memory = TieredMemory(l1_size=tiers.l1, l2_size=tiers.l2, l3_size=tiers.l3)
+                memory = TieredMemory(
+                    l1_size=tiers.l1, l2_size=tiers.l2, l3_size=tiers.l3, l2_policy=tiers.l2_policy
+                )
                 self._memories[key] = memory
         start = len(history)
         while start > 0 and not memory.is_recorded(history[start - 1]):

@@ -136,6 +136,7 @@ CollectorType = Literal[
     "recall",
     "agent_outputs",
     "skills",
+    "aggregate",
 ]
 COLLECTOR_TYPES: Final[tuple[CollectorType, ...]] = get_args(CollectorType)
 

@@ -283,6 +283,13 @@ class MemoryTiers(_Frozen):
     l3: Annotated[JsonInt, Field(ge=1, le=100_000)] = Field(
         default=500, description="Summaries kept in L3."
     )
+    l2_policy: Literal["refresh", "seed"] = Field(
+        default="refresh",
+        description="How L2 takes items: `refresh` (a newer item about the same subject "
+        "replaces the older one; a full L2 takes an item at least as important as its "
+        "minimum) or `seed` (the design's literal rule: above the threshold while not full, "
+        "once full only by beating the minimum).",
+    )
 
 
 #: What each memory source's share in ``shares`` reads (`MemoryCollectorSpec.shares`).
@@ -476,6 +483,47 @@ class SkillsCollectorSpec(_CollectorBase):
     )
 
 
+class AggregateCollectorSpec(_CollectorBase):
+    """Several sessions' whole contexts for one agent (`MemorySessions.aggregate_context`).
+
+    See docs/memory.md, 'Aggregating session contexts'.
+    """
+
+    model_config = _schema(
+        "Several sessions' whole contexts for one agent (the design's aggregation flow): each "
+        "session named by the state key `session_ids` (else `session_id`, else the running "
+        "thread) gives its persisted __context layers (from the `contexts` service) and its "
+        "memory (the `service` MemorySessions); pieces ranked by importance, repeats once, "
+        "whole pieces packed into the cap."
+    )
+
+    type: Annotated[Literal["aggregate"], _COLLECTOR_TYPE]
+    service: Annotated[str, Field(pattern=SERVICE_NAME_PATTERN)] = Field(
+        default="memory",
+        description="Name of the runtime service that provides the MemorySessions.",
+    )
+    contexts: Annotated[str, Field(pattern=SERVICE_NAME_PATTERN)] | None = Field(
+        default=None,
+        description="Name of the runtime service giving each session's state (a mapping "
+        "session id -> state, or a callable (session id) -> state, e.g. the values of the "
+        "session's LangGraph thread); its __context layers join the aggregate. None: memory "
+        "only.",
+    )
+    layers: (
+        Annotated[
+            tuple[Annotated[str, Field(pattern=BLOCK_LAYER_PATTERN)], ...], Field(min_length=1)
+        ]
+        | None
+    ) = Field(default=None, description="Only these __context layers (default: every one).")
+    strategy: MemoryStrategy | None = Field(
+        default=None,
+        description="Memory strategy of each session's part (default balanced).",
+    )
+    context_importance: Annotated[JsonFloat, Field(ge=0, le=1)] = Field(
+        default=0.8, description="Rank of a persisted layer against memory items."
+    )
+
+
 class RecallWeights(_Frozen):
     """Weights of the two rankings fused by reciprocal rank fusion."""
 
@@ -579,11 +627,13 @@ CollectorSpec = TypeAliasType(
         | ToolsCollectorSpec
         | RecallCollectorSpec
         | AgentOutputsCollectorSpec
-        | SkillsCollectorSpec,
+        | SkillsCollectorSpec
+        | AggregateCollectorSpec,
         Field(
             discriminator="type",
             description="Where the layer's text comes from. Discriminated by `type`: template, "
-            "state, retriever, callable, memory, files, tools, recall, agent_outputs, skills.",
+            "state, retriever, callable, memory, files, tools, recall, agent_outputs, skills, "
+            "aggregate.",
         ),
     ],
 )
@@ -1004,6 +1054,7 @@ __all__ = [
     "QUERY",
     "SYSTEM_PROMPT",
     "AgentOutputsCollectorSpec",
+    "AggregateCollectorSpec",
     "BudgetSpec",
     "CallableCollectorSpec",
     "CollectorSpec",

@@ -1,8 +1,9 @@
 """Seed 002: three sessions of one agent, memory scoped L1-L4, driven by a policy file.
 
 - `policies/seed002-sessions.yaml` reads a ``memory`` service; here it is a
-  `MemorySessions(agent="analyst")` on a LangGraph ``BaseStore`` (an ``InMemoryStore``;
-  LangGraph's Postgres store makes L3/L4 durable across processes);
+  `MemorySessions(agent="analyst")` on a LangGraph ``BaseStore`` (SQLite here;
+  LangGraph's Postgres store across processes): every tier of every session is written
+  through, so a restarted process finds each session as it was;
 - a session is a LangGraph thread (SQLite checkpointer): `agent_node` records each turn
   into the thread's session, and the memory layer of a call shows that session's L1/L2,
   the agent's L3 and global L4 hits;
@@ -25,7 +26,7 @@ from langchain_core.language_models.fake_chat_models import FakeMessagesListChat
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph import START, StateGraph
-from langgraph.store.memory import InMemoryStore
+from langgraph.store.sqlite import SqliteStore
 from pydantic import Field
 
 from ctxpolicy.integrations.langgraph import agent_node, init_context_engine, state_schema
@@ -51,20 +52,30 @@ def memory_layer(prompt: list[BaseMessage]) -> str:
     return "\n".join(line for text in system for line in text.splitlines() if line.startswith("- "))
 
 
+def open_store(folder: Path) -> SqliteStore:
+    connection = sqlite3.connect(
+        str(folder / "store.sqlite"), check_same_thread=False, isolation_level=None
+    )
+    store = SqliteStore(connection)
+    store.setup()
+    return store
+
+
 def main() -> None:
-    store = InMemoryStore()
-    sessions = MemorySessions(agent="analyst", store=store, l1_size=3)
-    engine = init_context_engine(POLICY, services={"memory": sessions})
     model = Recording(responses=[AIMessage(f"noted ({i})") for i in range(6)])
-    graph = StateGraph(state_schema(engine))
-    graph.add_node("analyst", agent_node(engine, name="analyst", system_prompt="S", model=model))
-    graph.add_edge(START, "analyst")
 
     def turn(app: Any, session: str, text: str) -> str:
         app.invoke({"messages": [HumanMessage(text)]}, {"configurable": {"thread_id": session}})
         return memory_layer(model.prompts[-1])
 
     with tempfile.TemporaryDirectory() as tmp:
+        sessions = MemorySessions(agent="analyst", store=open_store(Path(tmp)), l1_size=3)
+        engine = init_context_engine(POLICY, services={"memory": sessions})
+        graph = StateGraph(state_schema(engine))
+        graph.add_node(
+            "analyst", agent_node(engine, name="analyst", system_prompt="S", model=model)
+        )
+        graph.add_edge(START, "analyst")
         saver = SqliteSaver(
             sqlite3.connect(str(Path(tmp) / "ckpt.sqlite"), check_same_thread=False)
         )
@@ -94,6 +105,13 @@ def main() -> None:
         found = sessions.global_memory()
         assert found is not None
         print("global L4 search:", [h.content for h in found.search("deploy region", 1)])
+        # a restarted process: new sessions on the same store restore C's tiers
+        again = MemorySessions(agent="analyst", store=open_store(Path(tmp)), l1_size=3)
+        print(
+            "C L1 after a restart:",
+            [i.content for i in again.session("session-c").get_l1()]
+            == [i.content for i in sessions.session("session-c").get_l1()],
+        )
 
 
 if __name__ == "__main__":

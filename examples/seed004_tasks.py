@@ -7,7 +7,12 @@
   answers (no network);
 - after the turn, each tool call answered by a ToolMessage is a task record in the
   memory service (action, parameters, result, success, parent task id);
-- a second turn runs with ``context_strategy: minimal`` (no memory layer in the prompt);
+- the memory service lives in a LangGraph store (SQLite here, Postgres in production):
+  `TieredMemory.from_store` writes every tier through and restores it, so a restarted
+  process (a new graph, engine and memory on the same files) finds the tasks again (a
+  memory without a durable store is named by a warning when the engine is built);
+- a second turn runs with ``context_strategy: minimal`` in the graph's input (no memory
+  layer in the prompt);
 - the tasks leave L1 and become L3 task summaries (action / parameters / result).
 
 Run:  .venv/bin/python examples/seed004_tasks.py
@@ -25,6 +30,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph import START, StateGraph
 from langgraph.prebuilt import ToolNode, tools_condition
+from langgraph.store.sqlite import SqliteStore
 from pydantic import Field
 
 from ctxpolicy.integrations.langgraph import (
@@ -70,8 +76,18 @@ def build(memory: TieredMemory, model: ToolCallingFake, saver: SqliteSaver) -> A
     return graph.compile(checkpointer=saver)
 
 
+def open_memory(folder: Path) -> TieredMemory:
+    """The memory service, restored from (and written through to) a SQLite store."""
+    connection = sqlite3.connect(
+        str(folder / "store.sqlite"), check_same_thread=False, isolation_level=None
+    )
+    store = SqliteStore(connection)
+    store.setup()
+    # small L1, so the tasks leave L1 and get L3 summaries
+    return TieredMemory.from_store(store, namespace=("seed004", "analyst"), l1_size=4)
+
+
 def main() -> None:
-    memory = TieredMemory(l1_size=4)  # small, so the tasks leave L1 and get L3 summaries
     model = ToolCallingFake(
         responses=[
             call("list_files", "t1", pattern="*.md"),
@@ -86,6 +102,7 @@ def main() -> None:
         saver = SqliteSaver(
             sqlite3.connect(str(Path(tmp) / "ckpt.sqlite"), check_same_thread=False)
         )
+        memory = open_memory(Path(tmp))
         app = build(memory, model, saver)
         config: dict[str, Any] = {"configurable": {"thread_id": "task-1"}}
         state = app.invoke({"messages": [HumanMessage("Which table has orders?", id="u1")]}, config)
@@ -96,8 +113,17 @@ def main() -> None:
             outcome = "ok" if task.success else "failed"
             params = dict(task.parameters)
             print(f"  {task.task_id} {task.action}{params} {outcome} parent={task.parent_task_id}")
-        minimal = {"configurable": {"thread_id": "task-1", "context_strategy": "minimal"}}
-        app.invoke({"messages": [HumanMessage("Thanks, anything else?", id="u2")]}, minimal)
+        # a restarted process: memory, engine and graph rebuilt on the same files
+        memory = open_memory(Path(tmp))
+        app = build(memory, model, saver)
+        print("tasks after a restart:", [task.task_id for task in memory.tasks()])
+        app.invoke(
+            {
+                "messages": [HumanMessage("Thanks, anything else?", id="u2")],
+                "context_strategy": "minimal",
+            },
+            config,
+        )
         last = model.prompts[-1]
         print(
             "memory layer in the minimal call:",

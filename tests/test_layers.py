@@ -84,6 +84,7 @@ def test_each_collector_type_names_one_collector_model() -> None:
         "recall",
         "agent_outputs",
         "skills",
+        "aggregate",
     )
     union, *_ = get_args(CollectorSpec.__value__)
     tags = [get_args(model.model_fields["type"].annotation) for model in get_args(union)]

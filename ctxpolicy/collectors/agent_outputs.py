@@ -23,6 +23,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from ctxpolicy.collectors.items import ItemsText
+from ctxpolicy.memory.strategies import content_key
+
 if TYPE_CHECKING:
     from ctxpolicy.collectors.base import CollectRequest
 
@@ -108,18 +111,36 @@ def collect_agent_outputs(request: CollectRequest) -> str | None:
     if not chosen or request.cap_tokens <= 0:
         return None
     lines = _output_lines(chosen, cap_tokens=request.cap_tokens, count=request.count_tokens)
-    return "\n".join(reversed(lines)) or None
+    if not lines:
+        return None
+    ids = _ids_by_text(messages)
+    lines.reverse()  # oldest first
+    keys = [
+        {content_key(text), *(f"id:{i}" for i in ids.get(text, ()))} for _, text in lines
+    ]  # the whole output's: a memory item of it shows the same item (docs/memory.md)
+    return ItemsText([line for line, _ in lines], keys)
+
+
+def _ids_by_text(messages: Sequence[Any]) -> dict[str, list[str]]:
+    """The ids of the AI messages, by their text (`_fields`)."""
+    ids: dict[str, list[str]] = {}
+    for message in messages:
+        kind, text, _ = _fields(message)
+        found = message.get("id") if isinstance(message, Mapping) else getattr(message, "id", None)
+        if kind == "ai" and text and found:
+            ids.setdefault(text, []).append(str(found))
+    return ids
 
 
 def _output_lines(
     chosen: Sequence[tuple[str, str, float]], *, cap_tokens: int, count: Callable[[str], int]
-) -> list[str]:
-    """The lines of the chosen outputs (newest first), each within its weight's share of
-    what the newer ones left of ``cap_tokens``; newest first, within the cap together."""
+) -> list[tuple[str, str]]:
+    """``(line, output text)`` of the chosen outputs (newest first), each line within its
+    weight's share of what the newer ones left of ``cap_tokens``; within the cap together."""
     sep_cost = count("\n")
     remaining = cap_tokens
     left_weight = sum(weight for _, _, weight in chosen)
-    lines: list[str] = []
+    lines: list[tuple[str, str]] = []
     for name, text, weight in chosen:  # newest first: it has the first claim
         share = int(remaining * weight / left_weight) if left_weight > 0 else 0
         left_weight -= weight
@@ -130,8 +151,8 @@ def _output_lines(
             continue
         line = prefix + body
         remaining -= count(line) + (sep_cost if lines else 0)
-        lines.append(line)
-    while lines and count("\n".join(reversed(lines))) > cap_tokens:
+        lines.append((line, text))
+    while lines and count("\n".join(line for line, _ in reversed(lines))) > cap_tokens:
         lines.pop()
     return lines
 

@@ -102,6 +102,7 @@ BUILTIN_COLLECTORS: Mapping[str, str] = MappingProxyType(
         "tools": "ctxpolicy.collectors.tools:collect_tools",
         "agent_outputs": "ctxpolicy.collectors.agent_outputs:collect_agent_outputs",
         "skills": "ctxpolicy.collectors.skills:collect_skills",
+        "aggregate": "ctxpolicy.collectors.aggregate:collect_aggregate",
     }
 )
 _REGISTRY: dict[str, Collector] = {}

@@ -8,8 +8,10 @@ Policy::
 
 The service (looked up in the engine's services, then in state under the same name) is a
 `TieredMemory`, its `TieredMemory.to_data` output, or a `MemorySessions`. For sessions,
-state ``session_ids`` (a list) or ``session_id`` picks the sessions to aggregate (all
-open sessions otherwise). The search query is the call's query, else the newest L1 item.
+state ``session_ids`` (a list) or ``session_id`` picks the sessions to aggregate; else,
+inside a graph, the running thread's session (a thread never reads the L1 of sessions it
+did not name); outside a graph, every open session. The search query is the call's
+query, else the newest L1 item.
 
 A strategy (or ``shares``) packs whole items by token shares of the layer's cap (see
 `ctxpolicy.memory.strategies`); a single tier reads its ``limit`` items in order.
@@ -21,16 +23,19 @@ passes it to this collector as the service.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import warnings
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from ctxpolicy.collectors.items import ItemsText
 from ctxpolicy.layers import MemoryStrategy
-from ctxpolicy.memory.sessions import MemorySessions, current_thread_id
+from ctxpolicy.memory.sessions import MemoryNotDurableWarning, MemorySessions, current_thread_id
 from ctxpolicy.memory.strategies import (
     MEMORY_STRATEGIES,
+    content_key,
     pack_candidates,
     pack_memory,
-    render_candidates,
+    render_item,
     select_memory,
 )
 from ctxpolicy.memory.tiered import TieredMemory
@@ -38,6 +43,7 @@ from ctxpolicy.memory.tiered import TieredMemory
 if TYPE_CHECKING:
     from ctxpolicy.collectors.base import CollectRequest
     from ctxpolicy.memory.strategies import Candidate
+    from ctxpolicy.policy import Policy
 
 
 def resolve_memory(request: CollectRequest, name: str) -> TieredMemory | MemorySessions:
@@ -124,7 +130,7 @@ def _session_candidates(
 ) -> list[Candidate]:
     """Candidates of a `MemorySessions`: an agent's scoped view of this session (this
     session's L1/L2, the agent's L3, global L4 hits), else the aggregate of the
-    state's sessions."""
+    state's sessions (none named: the running thread's, outside a graph every open one)."""
     spec: Any = request.spec
     current = _current_session(memory, request.state)
     if current is not None and spec.tier is None:
@@ -138,6 +144,8 @@ def _session_candidates(
             limit=spec.limit,
         )
     ids = _session_ids(request.state)
+    if ids is None and (thread := current_thread_id()) is not None:
+        ids = [thread]  # inside a graph: the thread's own session, never every open one
     return memory.aggregate(
         [i for i in ids if i in memory] if ids is not None else None,
         strategy=strategy,
@@ -190,4 +198,73 @@ def collect_memory(request: CollectRequest) -> str | None:
         candidates = _session_candidates(memory, request, strategy=strategy, shares=shares)
     else:
         candidates = _memory_candidates(memory, request, strategy=strategy, shares=shares)
-    return render_candidates(candidates) or None
+    if not candidates:
+        return None
+    # whole items with their keys: a later layer showing one of them again drops it
+    return ItemsText(
+        [render_item(c.item) for c in candidates],
+        [(f"id:{c.item.id}", content_key(c.item.content)) for c in candidates],
+    )
+
+
+def check_sessions_active(
+    specs: Iterable[Any],
+    services: Mapping[str, Any],
+    state: Mapping[str, Any],
+    *,
+    thread_id: str | None = None,
+) -> None:
+    """Refuse a call of a paused or ended session before anything runs (docs/memory.md,
+    'Scopes and lifecycle'): for each memory layer (``specs``) reading an agent's
+    `MemorySessions`, the call's session (state ``session_id``, else ``thread_id``, else
+    the LangGraph thread) must be active, or the turn it composes for could not be
+    recorded.
+
+    Raises:
+        SessionInactiveError: the session is paused or ended (a ``ValueError``).
+    """
+    for spec in specs:
+        memory = services.get(spec.service)
+        if memory is None:
+            memory = state.get(spec.service)
+        if isinstance(memory, MemorySessions) and memory.agent is not None:
+            named = state.get("session_id") or thread_id
+            current = named if isinstance(named, str) else _current_session(memory, state)
+            if current is not None and not state.get("session_ids"):
+                memory.check_active(current)
+
+
+def warn_volatile_memory(policy: Policy, services: Mapping[str, Any]) -> None:
+    """Warn (`MemoryNotDurableWarning`) for each memory service of ``policy``'s layers that
+    a restarted process cannot restore: a `TieredMemory` or `MemorySessions` without a
+    store, or with an in-process ``InMemoryStore`` (docs/memory.md, 'Persistence through
+    LangGraph's BaseStore')."""
+    seen: set[int] = set()
+    for name in policy.block_layers:
+        spec = policy.layer(name).collector
+        if spec is None or spec.type != "memory":
+            continue
+        memory = services.get(spec.service)
+        if not isinstance(memory, TieredMemory | MemorySessions) or id(memory) in seen:
+            continue
+        seen.add(id(memory))
+        store = memory.store
+        if store is not None and not _in_process(store):
+            continue
+        where = "no store" if store is None else "an in-process InMemoryStore"
+        warnings.warn(
+            f"layer {name!r}: memory service {spec.service!r} ({type(memory).__name__}) has "
+            f"{where}, so a restarted process starts it empty (L1/L2 and everything else); "
+            "give it a persistent LangGraph store (SqliteStore, PostgresStore) and restore it "
+            "with TieredMemory.from_store / MemorySessions(store=...), or declare "
+            "`tiers:` on the layer and pass no service (rebuilt from the checkpoint)",
+            MemoryNotDurableWarning,
+            stacklevel=4,
+        )
+
+
+def _in_process(store: Any) -> bool:
+    """Whether ``store`` is LangGraph's in-process ``InMemoryStore`` (gone with the process)."""
+    from langgraph.store.memory import InMemoryStore  # noqa: PLC0415 - a store is given: langgraph is there
+
+    return isinstance(store, InMemoryStore)

@@ -34,7 +34,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from langchain_core.messages import AIMessage
+from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.types import Send
 
@@ -42,6 +42,7 @@ from ctxpolicy.blocks.tools import policy_file_tools
 from ctxpolicy.compose import check_contexts
 from ctxpolicy.engine import PolicyEngine
 from ctxpolicy.errors import QueryPathError
+from ctxpolicy.memory.sessions import SessionInactiveError
 from ctxpolicy.policy import Policy
 from ctxpolicy.settings import policy_path
 from ctxpolicy.state import (
@@ -51,7 +52,7 @@ from ctxpolicy.state import (
     blackboard_schema,
     persisted_layers,
 )
-from ctxpolicy.state.blackboard import state_keys
+from ctxpolicy.state.blackboard import check_schema_keys
 from ctxpolicy.state.modules import policy_state_fields
 
 if TYPE_CHECKING:
@@ -189,12 +190,11 @@ def message_text(message: BaseMessage) -> str:
 
 
 def _schema_of(engine: PolicyEngine, schema: type[Any] | None) -> type[Any]:
-    if schema is not None:
-        state_keys(schema)  # validates it is a TypedDict
+    layers, fields = persisted_layers(engine.policy), policy_state_fields(engine.policy)
+    if schema is not None:  # a key it lacks would be dropped by LangGraph: an error now
+        check_schema_keys(schema, (*layers, *fields), policy=engine.policy.name)
         return schema
-    return blackboard_schema(
-        persisted_layers(engine.policy), fields=policy_state_fields(engine.policy)
-    )
+    return blackboard_schema(layers, fields=fields)
 
 
 def state_schema(engine: PolicyEngine) -> type[Any]:
@@ -321,7 +321,15 @@ def agent_node(
     already in the state) → ``contexts.persist(result.persist)`` →
     ``routing.finish_agent("completed")`` → one patch.
 
-    For a ``query: runtime`` process the query is ``routing.assigned_task``.
+    For a ``query: runtime`` process the query is ``routing.assigned_task``; the turn
+    keeps it in the history as its HumanMessage (once per turn: not again when a ReAct
+    loop comes back from its tools), so memory records the user's input on this path
+    too.
+
+    A turn of a paused or ended session (an agent's `MemorySessions` the policy reads)
+    is refused before the model is called: its input HumanMessages leave the thread and
+    the patch says ``last_agent_status: aborted`` with the reason in
+    ``last_agent_error``.
 
     A turn this agent already answered (on the ``checkpoint`` path, a final reply
     named ``name`` follows the last HumanMessage: the same input was submitted again
@@ -356,6 +364,8 @@ def agent_node(
         PathEscapeError: the policy's tools root leaves its folder (at build time).
         ValueError, TypeError: a ``contexts`` mapping names no ``__context`` layer of the
             policy or holds a value that is not text (at build time).
+        DroppedStateKeyError: ``schema`` lacks a state key the policy reads or persists
+            (LangGraph would drop it; at build time).
     """
     engine.policy.process(process)
     _check_contexts_arg(engine, process, contexts)
@@ -369,21 +379,24 @@ def agent_node(
         if _checkpoint_turn(engine, process) and _turn_answered(sb, name=name):
             return {}  # a completed turn submitted again: nothing to add
         query = _agent_query(engine, sb, name=name, process=process)
-        result = _compose(
-            engine,
-            sb,
-            _strategy_state(state, config),
-            name=name,
-            process=process,
-            system_prompt=system_prompt,
-            query=query,
-            tools=tools,
-            on_compose=on_compose,
-            thread_id=_thread_id(config),
-            contexts=_call_contexts(contexts, state),
-        )
+        try:
+            result = _compose(
+                engine,
+                sb,
+                _strategy_state(state, config),
+                name=name,
+                process=process,
+                system_prompt=system_prompt,
+                query=query,
+                tools=tools,
+                on_compose=on_compose,
+                thread_id=_thread_id(config),
+                contexts=_call_contexts(contexts, state),
+            )
+        except SessionInactiveError as refused:
+            return _refuse_turn(sb, refused)
         raw = runnable.invoke(result.messages, config)
-        return _record_turn(engine, sb, result, raw, name=name, config=config)
+        return _record_turn(engine, sb, result, raw, name=name, config=config, user_input=query)
 
     node.__name__ = f"agent_{name}"
     return node
@@ -417,23 +430,26 @@ def aagent_node(
         if _checkpoint_turn(engine, process) and _turn_answered(sb, name=name):
             return {}  # a completed turn submitted again: nothing to add
         query = _agent_query(engine, sb, name=name, process=process)
-        result = await engine.acompose(
-            **_compose_args(
-                engine,
-                sb,
-                _strategy_state(state, config),
-                process=process,
-                system_prompt=system_prompt,
-                query=query,
-                tools=tools,
-                thread_id=_thread_id(config),
-                contexts=_call_contexts(contexts, state),
+        try:
+            result = await engine.acompose(
+                **_compose_args(
+                    engine,
+                    sb,
+                    _strategy_state(state, config),
+                    process=process,
+                    system_prompt=system_prompt,
+                    query=query,
+                    tools=tools,
+                    thread_id=_thread_id(config),
+                    contexts=_call_contexts(contexts, state),
+                )
             )
-        )
+        except SessionInactiveError as refused:
+            return _refuse_turn(sb, refused)
         if on_compose is not None:
             on_compose(name, result)
         raw = await runnable.ainvoke(result.messages, config)
-        return _record_turn(engine, sb, result, raw, name=name, config=config)
+        return _record_turn(engine, sb, result, raw, name=name, config=config, user_input=query)
 
     node.__name__ = f"agent_{name}"
     return node
@@ -485,6 +501,35 @@ def _agent_query(engine: PolicyEngine, sb: StateBuilder, *, name: str, process: 
     return query
 
 
+def _refuse_turn(sb: StateBuilder, refused: SessionInactiveError) -> dict[str, Any]:
+    """The patch of a turn of a paused or ended session, refused before the model call:
+    the turn's input (the HumanMessages after the last answer) leaves the thread, and the
+    run is ``aborted`` with the reason (``last_agent_error``): nothing is added."""
+    history = sb.memory.snapshot()
+    kept = len(history)
+    while kept > 0 and history[kept - 1].type == "human":
+        kept -= 1
+    if kept < len(history):
+        sb.memory.replace(history[:kept])
+    sb.routing.finish_agent("aborted", failure_kind="session_inactive", error=str(refused))
+    return sb.patch()
+
+
+def _runtime_input(history: Sequence[BaseMessage], query: str) -> HumanMessage | None:
+    """The user's input of a ``query: runtime`` turn as the HumanMessage to keep in the
+    history (and record into memory), or None when this turn already holds it: the
+    newest HumanMessage says ``query`` and no final answer (an AIMessage without tool
+    calls) follows it (a ReAct loop back from its tools)."""
+    for message in reversed(history):
+        if message.type == "ai" and not getattr(message, "tool_calls", None):
+            break
+        if message.type == "human":
+            if message_text(message) == query:
+                return None
+            break
+    return HumanMessage(query)
+
+
 def _thread_id(config: RunnableConfig) -> str | None:
     found = (config.get("configurable") or {}).get("thread_id")
     return None if found is None else str(found)
@@ -498,12 +543,15 @@ def _record_turn(
     *,
     name: str,
     config: RunnableConfig,
+    user_input: str | None = None,
 ) -> dict[str, Any]:
     """The writes of one agent turn, all after the model call, as one patch.
 
     The turn (the last HumanMessage, the tool calls and results after it, the reply) is
     also recorded into the policy's recall indexes and memory (`PolicyEngine.record`),
-    by message id, so a resumed run records nothing twice.
+    by message id, so a resumed run records nothing twice. ``user_input``: the runtime
+    query of an agent turn, kept in the history as its HumanMessage (once per turn,
+    `_runtime_input`) so memory records it as the user's (importance 0.9).
     """
     reply = _reply(raw, node=name)
     if reply.name is None:
@@ -511,6 +559,10 @@ def _record_turn(
     if result.compacted_history is not None:
         sb.memory.replace(result.compacted_history)
     history = list(sb.memory.snapshot())  # nothing appended yet: no merge to pay for
+    asked = None if user_input is None else _runtime_input(history, user_input)
+    if asked is not None:
+        sb.memory.append([asked])
+        history.append(sb.memory.delta()[-1])
     sb.memory.append([reply])
     history.append(sb.memory.delta()[-1])  # the reply, with the stable id it is stored under
     turn = max((i for i, m in enumerate(history) if m.type == "human"), default=len(history) - 1)

@@ -20,7 +20,11 @@ from ctxpolicy.memory.items import (
     MemoryItem,
     score_importance,
 )
-from ctxpolicy.memory.sessions import MemorySessions
+from ctxpolicy.memory.sessions import (
+    MemoryNotDurableWarning,
+    MemorySessions,
+    SessionInactiveError,
+)
 from ctxpolicy.memory.strategies import (
     MEMORY_SOURCES,
     MEMORY_STRATEGIES,
@@ -47,10 +51,12 @@ __all__ = [
     "L2Policy",
     "MemoryHit",
     "MemoryItem",
+    "MemoryNotDurableWarning",
     "MemorySessions",
     "MemorySource",
     "MemoryStrategy",
     "MemoryTier",
+    "SessionInactiveError",
     "TieredMemory",
     "pack_memory",
     "render_candidates",

@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal
 
+from ctxpolicy.errors import CtxPolicyError
 from ctxpolicy.layers import MemoryStrategy, MemoryTier
 from ctxpolicy.memory.items import MemoryItem, new_item_id
 from ctxpolicy.memory.packing import pack_pieces
@@ -50,6 +51,14 @@ AGENT_PART = "_agent"
 LIFECYCLE_PART = "_lifecycle"
 SessionStatus = Literal["active", "paused", "ended"]
 SESSION_STATUSES: tuple[str, ...] = ("active", "paused", "ended")
+
+
+class SessionInactiveError(CtxPolicyError, ValueError):
+    """A turn of a paused or ended session (it records nothing until resumed)."""
+
+
+class MemoryNotDurableWarning(UserWarning):
+    """A memory service that a restarted process cannot restore (no persistent store)."""
 
 
 def current_thread_id() -> str | None:
@@ -353,6 +362,18 @@ class MemorySessions:
         """``active`` (also for a session never seen), ``paused`` or ``ended``."""
         return self._status.get(_check_session_id(session_id), "active")
 
+    def check_active(self, session_id: str) -> None:
+        """Raise `SessionInactiveError` unless ``session_id`` is active (a turn may run).
+
+        Raises:
+            SessionInactiveError: the session is paused or ended (a ``ValueError``).
+        """
+        status = self.status(session_id)
+        if status != "active":
+            raise SessionInactiveError(
+                f"session {session_id!r} is {status}; resume it before recording"
+            )
+
     def _set_status(self, session_id: str, status: SessionStatus) -> None:
         self._status[session_id] = status
         if self._store is not None:
@@ -380,13 +401,17 @@ class MemorySessions:
 
     def end(self, session_id: str) -> list[MemoryItem]:
         """End a session: its L2 is summarized into the agent's L3 (`aggregate_agent`) and
-        the agent's L3 written to the global L4 (`persist`); then it is ``ended``.
+        the agent's L3 written to the global L4 (`persist`); then it is ``ended``. With a
+        store, a session this process has not opened yet is restored from it first (its
+        L1/L2 are written through, docs/memory.md, 'Scopes and lifecycle').
 
         Returns:
             The items this call wrote to L4.
         """
         if self.status(session_id) == "ended":
             return []
+        if self._store is not None:
+            self.session(session_id)  # after a restart: its L1/L2 come back from the store
         if session_id in self._sessions:
             self.aggregate_agent([session_id])
         written = self.persist()
@@ -404,17 +429,15 @@ class MemorySessions:
         (they keep their earlier behaviour: `PolicyEngine.record` leaves them alone).
 
         Raises:
-            ValueError: an agent's sessions and no session id (outside a graph), or the
-                session is not active.
+            ValueError: an agent's sessions and no session id (outside a graph).
+            SessionInactiveError: the session is paused or ended (a ``ValueError``).
         """
         if session_id is None and self._agent is None:
             return []
         sid = session_id if session_id is not None else current_thread_id()
         if sid is None:
             raise ValueError("record: pass session_id (no LangGraph thread is running)")
-        status = self.status(sid)
-        if status != "active":
-            raise ValueError(f"session {sid!r} is {status}; resume it before recording")
+        self.check_active(sid)
         added = self.session(sid).record(messages)
         self.maybe_persist()
         return added

@@ -75,6 +75,11 @@ if TYPE_CHECKING:
 DATA_FORMAT = "ctxpolicy.memory/2"
 _OLD_FORMATS = ("ctxpolicy.memory/1",)
 DEFAULT_NAMESPACE: tuple[str, ...] = ("ctxpolicy", "memory")
+#: Store namespace part of the items now in L1/L2 (and L1's pending promotions), one entry
+#: per tier and item (key ``<tier>:<seq>``), and the key of its entry listing each tier's
+#: items in order.
+LIVE_PART = "live"
+TIERS_KEY = "tiers"
 _STORE_PAGE = 500
 #: Rank constant of reciprocal rank fusion (bm25 with a user-supplied vector store).
 _RRF_K = 60
@@ -341,6 +346,11 @@ class TieredMemory:
         self._fingerprints = MessageFingerprints()
         self._l4_count = 0
         self._lock = threading.RLock()
+        # what the store holds of L1/L2, entry key -> item (docs/memory.md, 'Persistence
+        # through LangGraph's BaseStore')
+        self._stored_live: dict[str, MemoryItem] = {}
+        self._stored_tiers: dict[str, Any] | None = None
+        self._writes = 0
 
     # ------------------------------------------------------------------ properties
 
@@ -368,6 +378,11 @@ class TieredMemory:
     def namespace(self) -> tuple[str, ...]:
         """Store namespace of this memory."""
         return self._namespace
+
+    @property
+    def store(self) -> BaseStore | None:
+        """The LangGraph store every tier is written through to (None: this process only)."""
+        return self._store
 
     @property
     def vector_store(self) -> VectorStore | None:
@@ -434,7 +449,7 @@ class TieredMemory:
         Raises:
             ValueError: an argument is invalid (the message names it).
         """
-        with self._lock:
+        with self._lock, self._writing():
             _check_add_arguments(content, tags=tags, metadata=metadata, item_id=item_id, tier=tier)
             checked_kind = check_kind(kind)
             if importance is None:
@@ -500,7 +515,7 @@ class TieredMemory:
         Raises:
             TypeError: ``message`` is not a ``BaseMessage``.
         """
-        with self._lock:
+        with self._lock, self._writing():
             key, fingerprint = self._version(message)
             if self._holds(key, fingerprint):
                 return self._archive[self._latest[key]]
@@ -542,7 +557,7 @@ class TieredMemory:
         Raises:
             TypeError: a message is not a ``BaseMessage``.
         """
-        with self._lock:
+        with self._lock, self._writing():
             batch = list(messages)
             records = task_records(batch, known_calls=self._recent_calls())
             parent: str | None = None
@@ -738,7 +753,7 @@ class TieredMemory:
         Returns:
             How many promotions happened (L2 entries plus summaries).
         """
-        with self._lock:
+        with self._lock, self._writing():
             moved = 0
             while self._unoffered:
                 moved += self._offer_l2(self._unoffered.popleft())
@@ -839,6 +854,102 @@ class TieredMemory:
             return 0
         self._l2_insert(item, frozenset())
         return 1
+
+    # ------------------------------------------------------------------ store: L1/L2
+
+    @contextlib.contextmanager
+    def _writing(self) -> Iterator[None]:
+        """Around a public write: once the outermost one ends, L1/L2 go to the store."""
+        self._writes += 1
+        try:
+            yield
+        finally:
+            self._writes -= 1
+            if self._writes == 0 and self._store is not None:
+                self._sync_live(self._store)
+
+    def _live_entries(self) -> tuple[dict[str, MemoryItem], dict[str, Any]]:
+        """The L1/L2 items (and L1's pending and unoffered ones) as store entries, and the
+        entry listing each tier's items in order (by ``seq``)."""
+        entries: dict[str, MemoryItem] = {}
+        tiers: dict[str, Any] = {"seq": self._seq}
+        for tier, items in (
+            ("l1", self._l1),
+            ("pending", self._pending),
+            ("l2", self._l2.values()),
+        ):
+            seqs = []
+            for item in items:
+                entries[f"{tier}:{item.seq}"] = item
+                seqs.append(item.seq)
+            tiers[tier] = seqs
+        tiers["unoffered"] = [item.seq for item in self._unoffered]
+        return entries, tiers
+
+    def _sync_live(self, store: BaseStore) -> None:
+        """Write L1/L2 through to ``store``: new or changed entries put, gone ones deleted,
+        the tiers' order put when it changed (a write costs what changed, O(l1 + l2) to
+        compare)."""
+        entries, tiers = self._live_entries()
+        namespace = (*self._namespace, LIVE_PART)
+        for key, item in entries.items():
+            if self._stored_live.get(key) is not item:
+                value = item.to_data()
+                fingerprint = self._versions.get(item.id)
+                if fingerprint is not None and self._latest.get(item.id) == item.seq:
+                    value["fingerprint"] = fingerprint
+                store.put(namespace, key, value)
+        for key in self._stored_live.keys() - entries.keys():
+            store.delete(namespace, key)
+        self._stored_live = entries
+        if tiers != self._stored_tiers:
+            store.put(namespace, TIERS_KEY, tiers)
+            self._stored_tiers = tiers
+
+    def _restore_live(self, store: BaseStore) -> None:
+        """Put back the L1/L2 items ``store`` holds (`_sync_live`): in their tiers and
+        order, in the archive and the search index when they are not there yet, with their
+        message fingerprints. L1 keeps its ``l1_size`` newest; older ones are promoted."""
+        namespace = (*self._namespace, LIVE_PART)
+        found = store.get(namespace, TIERS_KEY)
+        tiers = found.value if found is not None else None
+        if not isinstance(tiers, Mapping):
+            return
+        stored = {e.key: e.value for e in search_all(store, namespace)}
+        loaded = _live_items(tiers, stored)
+        self._adopt_live(loaded, stored)
+        by_tier = {tier: [i for k, i in loaded.items() if k[0] == tier] for tier in _LIVE_TIERS}
+        l1 = by_tier["l1"]
+        overflow = max(0, len(l1) - self._l1_size)
+        self._pending.extend([*by_tier["pending"], *l1[:overflow]])
+        self._l1.extend(l1[overflow:])
+        unoffered = set(tiers.get("unoffered") or ())
+        self._unoffered.extend(i for i in self._l1 if i.seq in unoffered)
+        for item in sorted(by_tier["l2"], key=lambda i: i.seq)[-self._l2_size :]:
+            keys = item_subjects(item) if self._l2_policy == "refresh" else frozenset()
+            self._l2_insert(item, keys)
+        seq = tiers.get("seq")
+        if isinstance(seq, int) and not isinstance(seq, bool):
+            self._seq = max(self._seq, seq)
+        self._stored_live = {f"{tier}:{i.seq}": i for (tier, _), i in loaded.items()}
+        self._stored_tiers = dict(tiers)
+
+    def _adopt_live(
+        self, loaded: Mapping[tuple[str, int], MemoryItem], stored: Mapping[str, Any]
+    ) -> None:
+        """The restored L1/L2 items into the archive and the index (those not restored from
+        a summary already), with the fingerprints stored with them."""
+        fresh = {i.seq: i for i in loaded.values() if i.seq not in self._archive}
+        items = [fresh[seq] for seq in sorted(fresh)]
+        for item in items:
+            self._archive[item.seq] = item
+            if self._latest.get(item.id, -1) < item.seq:
+                self._latest[item.id] = item.seq
+        self._index_items(items)
+        for (tier, seq), item in loaded.items():
+            fingerprint = stored[f"{tier}:{seq}"].get("fingerprint")
+            if isinstance(fingerprint, str):
+                self._versions[item.id] = fingerprint
 
     # ------------------------------------------------------------------ L3/L4
 
@@ -1116,6 +1227,8 @@ class TieredMemory:
         memory._unoffered.extend(_data_unoffered(data, memory))
         count = data.get("l4_count", 0)
         memory._l4_count = count if isinstance(count, int) else 0
+        if store is not None:
+            memory._sync_live(store)
         return memory
 
     # ------------------------------------------------------------------ BaseStore
@@ -1136,9 +1249,12 @@ class TieredMemory:
         l2_policy: L2Policy = "refresh",
         index: RecallIndex | None = None,
     ) -> TieredMemory:
-        """A memory whose L3/L4 are restored from ``store`` (L1/L2 start empty).
+        """A memory restored from ``store``: every tier, as the memory that wrote it left it.
 
-        L3 gets the ``l3_size`` most recent stored summaries; the search index is rebuilt
+        L1/L2 get the items the store holds for them (a memory with a store writes its
+        L1/L2 through after each write, docs/memory.md, 'Persistence through LangGraph's
+        BaseStore'; L1 keeps its ``l1_size`` newest, older ones are promoted); L3 gets the
+        ``l3_size`` most recent stored summaries; the search index is rebuilt
         from the full text of every stored item. An external ``vector_store`` persists
         itself (pass ``reindex=True`` to add the stored summaries to it anyway). New
         summaries keep being written through to ``store``. The fingerprint stored with a
@@ -1162,6 +1278,10 @@ class TieredMemory:
         memory._versions.update((full.id, fp) for _, full, fp in found if fp is not None)
         if vector_store is not None and reindex:
             _add_summaries_to_vectors(vector_store, stored)
+        with memory._lock, memory._writing():
+            memory._restore_live(store)
+            if memory._auto_promote and memory._pending:
+                memory.promote()
         return memory
 
     def _restore_stored(self, stored: Sequence[tuple[MemoryItem, MemoryItem]]) -> None:
@@ -1176,6 +1296,24 @@ class TieredMemory:
         for start in range(0, len(stored), _STORE_PAGE):
             self._index_items([full for _, full in stored[start : start + _STORE_PAGE]])
         self._l4_count = len(stored)
+
+
+#: The tiers whose items a memory with a store writes through (`TieredMemory._sync_live`).
+_LIVE_TIERS = ("l1", "pending", "l2")
+
+
+def _live_items(
+    tiers: Mapping[str, Any], stored: Mapping[str, Any]
+) -> dict[tuple[str, int], MemoryItem]:
+    """The stored L1/L2 items, by ``(tier, seq)`` in each tier's order (entries missing or
+    malformed are left out)."""
+    loaded: dict[tuple[str, int], MemoryItem] = {}
+    for tier in _LIVE_TIERS:
+        for seq in tiers.get(tier) or ():
+            value = stored.get(f"{tier}:{seq}")
+            if isinstance(value, Mapping) and isinstance(seq, int):
+                loaded[(tier, seq)] = MemoryItem.from_data(value)
+    return loaded
 
 
 def _add_summaries_to_vectors(

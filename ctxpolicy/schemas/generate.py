@@ -62,6 +62,7 @@ DEFINITIONS: Mapping[str, str] = {
     "ToolsCollectorSpec": "toolsCollector",
     "AgentOutputsCollectorSpec": "agentOutputsCollector",
     "SkillsCollectorSpec": "skillsCollector",
+    "AggregateCollectorSpec": "aggregateCollector",
     "RecallCollectorSpec": "recallCollector",
     "LayerName": "layerName",
     "BlockLayerName": "blockLayerName",

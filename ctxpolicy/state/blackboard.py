@@ -27,6 +27,7 @@ from typing import Annotated, Any, Literal, TypedDict
 from langchain_core.messages import AnyMessage
 from langgraph.graph.message import add_messages
 
+from ctxpolicy.errors import PersistenceError
 from ctxpolicy.layers import COMPRESSION, EXPERIENCE, KNOWLEDGE, TODO, is_block_layer
 
 #: What `routing.finish_agent` records about the last agent run.
@@ -193,6 +194,32 @@ def state_keys(schema: type[Any] = Blackboard) -> frozenset[str]:
     return frozenset(required) | frozenset(optional)
 
 
+class DroppedStateKeyError(PersistenceError, ValueError):
+    """A graph state schema lacks a key the policy reads or writes: LangGraph would drop it."""
+
+
+def check_schema_keys(schema: type[Any], keys: Iterable[str], *, policy: str) -> None:
+    """Raise `DroppedStateKeyError` unless ``schema`` declares every one of ``keys``.
+
+    LangGraph keeps only the fields its state schema declares and drops any other key
+    of a graph's input or a node's patch without a word; the keys a policy's
+    collectors read (``policy_state_fields``) and its persisted layers must be fields.
+
+    Raises:
+        TypeError: ``schema`` is not a TypedDict class.
+    """
+    missing = sorted(set(keys) - state_keys(schema))
+    if missing:
+        raise DroppedStateKeyError(
+            f"state schema {getattr(schema, '__name__', schema)!r} lacks "
+            f"{', '.join(map(repr, missing))}, which policy {policy!r} reads or persists: "
+            "LangGraph would drop them from the graph's input and the nodes' patches; "
+            "declare them, or extend the schema with blackboard_schema(persisted_layers"
+            "(policy), fields=policy_state_fields(policy), base=YourState), or use "
+            "state_schema(engine)"
+        )
+
+
 def blackboard_schema(
     persisted_layers: Iterable[str],
     *,
@@ -276,10 +303,12 @@ __all__ = [
     "CONTEXT_FIELDS",
     "AgentStatus",
     "Blackboard",
+    "DroppedStateKeyError",
     "MapReduceResult",
     "MapReduceTask",
     "TimelineEntry",
     "blackboard_schema",
+    "check_schema_keys",
     "merge_keys",
     "merge_results",
     "result_key",

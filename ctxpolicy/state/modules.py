@@ -60,23 +60,40 @@ def persisted_layers(policy: Policy | None) -> tuple[str, ...]:
 
 #: Collector types whose spec names a state key in ``field``.
 _FIELD_COLLECTORS = frozenset({"state", "agent_outputs", "skills"})
+#: Collector types that look their ``service`` up in state when no service has that name.
+_SERVICE_COLLECTORS = frozenset({"memory", "skills", "aggregate"})
+#: Other state keys a collector type reads (docs/memory.md): the sessions a call reads,
+#: and the call's memory strategy.
+_READ_KEYS: Mapping[str, tuple[str, ...]] = {
+    "memory": ("context_strategy", "session_id", "session_ids"),
+    "aggregate": ("session_id", "session_ids"),
+}
 
 
 def policy_state_fields(policy: Policy | None) -> tuple[str, ...]:
-    """The state keys ``policy``'s collectors read (``field`` of a ``state``,
-    ``agent_outputs`` or ``skills`` collector), sorted.
+    """The state keys ``policy``'s collectors read, sorted: the ``field`` of a ``state``,
+    ``agent_outputs`` or ``skills`` collector, the ``service`` a ``memory``, ``skills`` or
+    ``aggregate`` collector falls back to in state, and the keys a memory layer reads
+    (``session_ids``, ``session_id``, ``context_strategy``).
 
     They belong to the graph's state schema (`state_schema`) whenever the policy uses
-    them, and `StateBuilder` accepts them.
+    them (LangGraph drops any other key of a graph's input), and `StateBuilder` accepts
+    them.
     """
     if policy is None:
         return ()
     found: set[str] = set()
     for name in policy.block_layers:
         spec = policy.layer(name).collector
-        field = getattr(spec, "field", None) if spec is not None else None
-        if spec is not None and spec.type in _FIELD_COLLECTORS and isinstance(field, str):
+        if spec is None:
+            continue
+        field = getattr(spec, "field", None)
+        if spec.type in _FIELD_COLLECTORS and isinstance(field, str):
             found.add(field)
+        service = getattr(spec, "service", None)
+        if spec.type in _SERVICE_COLLECTORS and isinstance(service, str) and service.isidentifier():
+            found.add(service)
+        found.update(_READ_KEYS.get(spec.type, ()))
     return tuple(sorted(found))
 
 

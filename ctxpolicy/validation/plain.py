@@ -104,7 +104,7 @@ DEFAULTS: Mapping[str, Mapping[str, Any]] = {
         "shares": None,
         "tiers": None,
     },
-    "MemoryTiers": {"l1": 50, "l2": 100, "l3": 500},
+    "MemoryTiers": {"l1": 50, "l2": 100, "l3": 500, "l2_policy": "refresh"},
     "FilesCollectorSpec": _COLLECTOR,
     "ToolsCollectorSpec": {**_COLLECTOR, "service": "tools"},
     "RecallCollectorSpec": {
@@ -138,6 +138,14 @@ DEFAULTS: Mapping[str, Mapping[str, Any]] = {
         "field": "active_skills",
         "match_query": True,
     },
+    "AggregateCollectorSpec": {
+        **_COLLECTOR,
+        "service": "memory",
+        "contexts": None,
+        "layers": None,
+        "strategy": None,
+        "context_importance": 0.8,
+    },
 }
 
 #: The model of each collector ``type``.
@@ -152,6 +160,7 @@ COLLECTOR_MODELS: Mapping[str, str] = {
     "recall": "RecallCollectorSpec",
     "agent_outputs": "AgentOutputsCollectorSpec",
     "skills": "SkillsCollectorSpec",
+    "aggregate": "AggregateCollectorSpec",
 }
 
 #: The fields that hold another model: ``(model, field) -> model of the value``, or of

@@ -99,7 +99,8 @@ def test_runtime_query_process_uses_the_assigned_task() -> None:
     state = graph.invoke({"messages": [HumanMessage("q")], "assigned_task": "count rows"})
     assert model.seen[0][-1].content == "count rows"
     assert state["assigned_task"] is None
-    assert [m.content for m in state["messages"]] == ["q", "done"]
+    # the runtime query is the turn's user input: kept in the history (issue 32, finding 3)
+    assert [m.content for m in state["messages"]] == ["q", "count rows", "done"]
     assert state["messages"][-1].name == "helper"
     with pytest.raises(QueryPathError, match="assigned_task"):
         graph.invoke({"messages": [HumanMessage("q")]})

@@ -260,6 +260,7 @@ def test_example_seed004_tasks() -> None:
     assert "bound tools: ['read_file', 'list_files', 'search', 'read_block']" in out
     assert "t2 read_block{'path': 'handbook.md', 'block_id': 'Goals'} ok parent=u1" in out
     assert "t4 read_file{'path': '../seed004-tasks.yaml'} failed parent=u1" in out
+    assert "tasks after a restart: ['t1', 't2', 't3', 't4']" in out  # a durable service
     assert "memory layer in the minimal call: False" in out
     assert "search | pattern=dw.orders | search(pattern=dw.orders) -> ok:" in out
 
@@ -273,3 +274,4 @@ def test_example_seed002_sessions() -> None:
     assert "B (paused then) got the distributed item: False" in out
     assert "C got the distributed item (L2): True" in out
     assert "global L4 search: ['Remember: the deploy region is eu-west-3.']" in out
+    assert "C L1 after a restart: True" in out

@@ -95,7 +95,17 @@ def _text(message: BaseMessage) -> str:
 
 def test_policy_is_valid_without_warnings() -> None:
     policy = load_policy(POLICY)
-    assert policy_state_fields(policy) == ("active_skills", "messages")
+    # the fields a collector reads, the services it falls back to in state, and what a
+    # memory layer reads (the sessions of the call, its strategy)
+    assert policy_state_fields(policy) == (
+        "active_skills",
+        "context_strategy",
+        "memory",
+        "messages",
+        "session_id",
+        "session_ids",
+        "skills",
+    )
     assert check_policy(policy) == []  # no error, no warning
 
 

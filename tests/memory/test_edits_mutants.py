@@ -13,7 +13,7 @@ from langgraph.store.memory import InMemoryStore
 
 from ctxpolicy.memory import TieredMemory
 from ctxpolicy.memory.vectors import HashingEmbeddings, LocalVectorStore
-from tests.memory.test_edits import NEW, OLD, deploy, texts
+from tests.memory.test_edits import NEW, OLD, deploy, drop_live, texts
 
 
 def said(text: str, key: str) -> HumanMessage:
@@ -85,6 +85,7 @@ def test_a_store_entry_with_a_fingerprint_that_is_no_string_matches_by_id() -> N
     assert entry is not None
     value: dict[str, Any] = {**entry.value, "fingerprint": 7}
     store.put(("t", "summaries"), "deploy", value)
+    drop_live(store, ("t",))  # only the summary entry speaks for "deploy"
     again = TieredMemory.from_store(store, namespace=("t",), l1_size=1)
     assert again.is_recorded(deploy()) and again.is_recorded(deploy(NEW))  # by id
     assert OLD in texts(again.get_l3())

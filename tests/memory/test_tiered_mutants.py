@@ -397,13 +397,15 @@ def test_from_store_restores_l3_archive_and_sequence():
     old = _stored_memory(store)
     mem = TieredMemory.from_store(store, namespace=("t", "a"), l3_size=1)
     assert [i.content for i in mem.get_l3()] == ["beta second note"]
-    assert mem.total_added == 2
-    assert mem.stats() == {"l1": 0, "l2": 0, "l3": 1, "l4": 2, "indexed": 2, "pending": 0}
+    assert mem.total_added == 3  # L1 ("gamma") and L2 ("alpha") come back too
+    assert [i.content for i in mem.get_l1()] == ["gamma third note"]
+    assert [i.content for i in mem.get_l2()] == ["alpha first note"]
+    assert mem.stats() == {"l1": 1, "l2": 1, "l3": 1, "l4": 2, "indexed": 3, "pending": 0}
     assert mem.original(old.get_l3()[0].id).content == "alpha first note"
     assert [h.content for h in mem.search("alpha first", 3)] == ["alpha first note"]
     two = TieredMemory.from_store(store, namespace=("t", "a"), l3_size=5)
     assert [i.content for i in two.get_l3()] == ["alpha first note", "beta second note"]
-    assert two.add("next").seq == 2
+    assert two.add("next").seq == 3
 
 
 def test_from_store_passes_its_options_on():
@@ -426,12 +428,14 @@ def test_from_store_passes_its_options_on():
     assert (mem.l1_size, mem.l2_size, mem.l3_size) == (1, 2, 3)
     assert mem.l2_policy == "seed" and mem.index is index and mem.vector_store is vectors
     assert vectors.added == []  # not reindexed
+    assert [i.content for i in mem.get_l2()] == ["alpha first note"]  # restored
     mem.add("delta", importance=0.9)
     mem.add("epsilon", importance=0.9)
-    assert mem.get_l2() == [] and mem.stats()["pending"] == 3
+    # pending: gamma (restored L1) and delta left L1, delta and epsilon not offered
+    assert mem.stats()["l2"] == 1 and mem.stats()["pending"] == 4
     mem.promote()
     assert [i.content for i in mem.get_l3()][-1] == "S:delta"
-    assert [t for t, _ in vectors.added] == ["S:delta"]
+    assert [t for t, _ in vectors.added] == ["S:gamma third note", "S:delta"]
     assert [e.value["content"] for e in store.search(("t", "a", "summaries"))][-1] == "S:delta"
 
 
@@ -450,7 +454,7 @@ def test_from_store_reindex_adds_the_stored_summaries_a_page_at_a_time(monkeypat
     assert again.stats()["l4"] == 5
     restored = TieredMemory.from_store(store, namespace=("r",), l3_size=10)
     found = [h.id for h in restored.search("note", 10)]
-    assert sorted(found) == [f"n{i}" for i in range(5)]  # each once
+    assert sorted(found) == [f"n{i}" for i in range(6)]  # each once (n5: restored L1)
 
 
 # ------------------------------------------------------------------ vector store fusion

@@ -121,6 +121,7 @@ def test_definition_names_are_stable() -> None:
         "toolsCollector",
         "agentOutputsCollector",
         "skillsCollector",
+        "aggregateCollector",
         "recallCollector",
         "blockLayer",
         "systemPromptLayer",

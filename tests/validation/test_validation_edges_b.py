@@ -28,7 +28,7 @@ BASE: dict[str, Any] = {"version": 1, "name": "t"}
 LAYER_PATTERN = "^(system_prompt|checkpoint_messages|query|[a-z][a-z0-9_]*__context)$"
 COLLECTORS = (
     "'template', 'state', 'retriever', 'callable', 'memory', 'files', 'tools', 'recall', "
-    "'agent_outputs', 'skills'"
+    "'agent_outputs', 'skills', 'aggregate'"
 )
 LAYER_HINT = "(a layer is system_prompt, checkpoint_messages, query or *__context)"
 COLL = ("layers", "a__context", "collector")

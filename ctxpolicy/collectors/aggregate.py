@@ -1,0 +1,113 @@
+"""The ``aggregate`` collector: several sessions' whole contexts for one agent.
+
+The design's aggregation flow from a policy (docs/memory.md, 'Aggregating session
+contexts')::
+
+    sessions__context:
+      collector: {type: aggregate, service: memory, contexts: session_states}
+
+The sessions are the state's ``session_ids`` (else ``session_id``, else the running
+LangGraph thread): a call reads the sessions it names and no other. Each gives its
+persisted ``__context`` layers (read from the ``contexts`` service: a mapping session id
+-> state, or a callable) and its memory (the ``service`` `MemorySessions`; with a store,
+a session not open in this process is restored from it); `MemorySessions.aggregate_context`
+ranks, de-duplicates and packs them into the layer's cap.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from ctxpolicy.memory.sessions import MemorySessions, current_thread_id, render_context
+
+if TYPE_CHECKING:
+    from ctxpolicy.collectors.base import CollectRequest
+
+
+def _service(request: CollectRequest, name: str) -> Any:
+    found = request.services.get(name)
+    return request.state.get(name) if found is None else found
+
+
+def aggregate_session_ids(state: Mapping[str, Any]) -> list[str] | None:
+    """The sessions a call aggregates: state ``session_ids``, else ``session_id``, else the
+    running LangGraph thread (None: none named and no thread)."""
+    ids = state.get("session_ids")
+    if isinstance(ids, Sequence) and not isinstance(ids, str):
+        return [str(i) for i in ids]
+    one = state.get("session_id")
+    if isinstance(one, str) and one:
+        return [one]
+    thread = current_thread_id()
+    return None if thread is None else [thread]
+
+
+def collect_aggregate(request: CollectRequest) -> str | None:
+    """The named sessions' contexts, ranked and packed into the cap (`render_context`).
+
+    Raises:
+        LookupError: no `MemorySessions` service, or no session named and no thread.
+        TypeError: the service is not a `MemorySessions`, or ``contexts`` is neither a
+            mapping nor a callable.
+    """
+    spec: Any = request.spec
+    sessions = _service(request, spec.service)
+    if sessions is None:
+        raise LookupError(
+            f"aggregate collector of layer {request.layer!r}: no service or state entry "
+            f"{spec.service!r} (pass services={{{spec.service!r}: MemorySessions(...)}})"
+        )
+    if not isinstance(sessions, MemorySessions):
+        raise TypeError(
+            f"aggregate collector of layer {request.layer!r}: {spec.service!r} must be a "
+            f"MemorySessions, got {type(sessions).__name__}"
+        )
+    ids = aggregate_session_ids(request.state)
+    if ids is None:
+        raise LookupError(
+            f"aggregate collector of layer {request.layer!r}: name the sessions (state "
+            "'session_ids' or 'session_id'), or run inside a LangGraph thread"
+        )
+    contexts = _contexts(request, spec.contexts)
+    if sessions.store is not None:
+        for sid in ids:
+            sessions.session(sid)  # restored from the store when this process has not yet
+    if request.cap_tokens <= 0:
+        return None
+    pieces = sessions.aggregate_context(
+        contexts,
+        ids,
+        max_tokens=request.cap_tokens,
+        count_tokens=request.count_tokens,
+        query=request.query,
+        strategy=spec.strategy,
+        layers=spec.layers,
+        context_importance=spec.context_importance,
+    )
+    return render_context(pieces) or None
+
+
+def _contexts(request: CollectRequest, name: str | None) -> Any:
+    """The ``contexts`` service (``{}`` when the spec names none).
+
+    Raises:
+        LookupError: the service is named but missing.
+        TypeError: it is neither a mapping nor a callable.
+    """
+    if name is None:
+        return {}
+    found = _service(request, name)
+    if found is None:
+        raise LookupError(
+            f"aggregate collector of layer {request.layer!r}: no contexts service {name!r}"
+        )
+    if not isinstance(found, Mapping) and not callable(found):
+        raise TypeError(
+            f"aggregate collector of layer {request.layer!r}: contexts service {name!r} must "
+            f"be a mapping session id -> state or a callable, got {type(found).__name__}"
+        )
+    return found
+
+
+__all__ = ["aggregate_session_ids", "collect_aggregate"]
