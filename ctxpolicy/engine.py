@@ -31,9 +31,9 @@ from ctxpolicy.blocks.inline import QueryReference, expand_query
 from ctxpolicy.blocks.sandbox import resolve_root
 from ctxpolicy.budget import wide_recall_cap
 from ctxpolicy.collectors.base import CollectRequest
-from ctxpolicy.collectors.needs import missing_services
 from ctxpolicy.collectors.items import unique_items
 from ctxpolicy.collectors.memory import check_sessions_active, warn_volatile_memory
+from ctxpolicy.collectors.needs import missing_services
 from ctxpolicy.collectors.run import CollectOutcome, arun_collectors, run_collectors
 from ctxpolicy.compose import (
     ComposeCall,

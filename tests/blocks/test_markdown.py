@@ -1,4 +1,3 @@
-# ruff: noqa: RUF001  (the seed's Chinese text uses full-width punctuation on purpose)
 from __future__ import annotations
 
 import pytest

@@ -1,4 +1,3 @@
-# ruff: noqa: RUF001  (the Chinese documents use full-width punctuation on purpose)
 """A ``files`` layer inside a running graph (issue 32, seed 003).
 
 Real LangGraph graphs on the SQLite checkpointer, policies written as files:

@@ -225,8 +225,8 @@ def test_one_item_once_per_prompt_across_memory_and_agent_output_layers(
     earlier = [
         HumanMessage("what is the refund SLA?", id="h1"),
         AIMessage("MEMORY-NOTE the refund SLA is 5 days for invoice refunds", id="a1"),
-        HumanMessage("中文呢？", id="h2"),  # noqa: RUF001 - Chinese punctuation
-        AIMessage("备忘 MEMORY-ZH：退款时限是五天，发票退款", id="a2"),  # noqa: RUF001
+        HumanMessage("中文呢？", id="h2"),
+        AIMessage("备忘 MEMORY-ZH：退款时限是五天，发票退款", id="a2"),
     ]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", MemoryNotDurableWarning)
