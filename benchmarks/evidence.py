@@ -23,7 +23,7 @@ Methods, side by side in one run:
 
 - ``trim_messages``: langchain-core ``trim_messages(strategy="last")``: the newest turns.
 - ``drop_oldest``: `PolicyEngine` on a policy of system prompt, history (drop_oldest), query.
-- ``long-session``: ``ctxpolicy/policies/long-session.yaml`` as shipped (window set so that
+- ``long-session``: ``builtin:long-session`` as shipped (window set so that
   ``--tokens`` are available), nothing wired.
 - ``long-session+dense``: the same with the builtin dense model (``embeddings: NAME``).
 - ``bm25-turns``: rank-bm25 ``BM25Okapi`` over whole turns, best first until full.
@@ -250,7 +250,7 @@ class DropOldest(EngineMethod):
 def long_session_policy(embeddings: str | None = None) -> Any:
     from ctxpolicy.loading import load_policy
 
-    policy = load_policy(ROOT / "policies" / "long-session.yaml")
+    policy = load_policy("builtin:long-session")
     if embeddings is None:
         return policy
     layer = policy.layers["recall__context"]

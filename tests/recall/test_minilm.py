@@ -25,8 +25,8 @@ from pathlib import Path
 import pytest
 
 from ctxpolicy.errors import CtxPolicyError, EmbeddingsUnavailableError
-from ctxpolicy.integrations import minilm
-from ctxpolicy.integrations.minilm import (
+from ctxpolicy.recall import minilm
+from ctxpolicy.recall.minilm import (
     MiniLMEmbeddings,
     load_builtin_embeddings,
     model_dir,
@@ -363,7 +363,7 @@ def test_loads_offline_and_never_touches_a_hub(tmp_path: Path) -> None:
         socket.socket.connect = refuse
         socket.getaddrinfo = refuse
         socket.create_connection = refuse
-        from ctxpolicy.integrations.minilm import load_builtin_embeddings
+        from ctxpolicy.recall.minilm import load_builtin_embeddings
 
         vector = load_builtin_embeddings("minilm").embed_query({EXAMPLE!r})
         assert len(vector) == 384, len(vector)
