@@ -454,6 +454,17 @@ def markdown(report: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+START, END = "<!-- bench-evidence:start -->", "<!-- bench-evidence:end -->"
+
+
+def update_readme(table: str, path: Path = README) -> None:
+    """Replace the text between the README's evidence markers with ``table``."""
+    text = path.read_text(encoding="utf-8")
+    head, rest = text.split(START, 1)
+    _, tail = rest.split(END, 1)
+    write_atomic(path, f"{head}{START}\n{table}{END}{tail}")
+
+
 def write_atomic(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     temp = path.with_suffix(path.suffix + ".tmp")
@@ -470,6 +481,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--limit-questions", type=int, default=None)
     parser.add_argument("--dense", default="minilm")
     parser.add_argument("--no-write", action="store_true")
+    parser.add_argument("--readme", action="store_true", help="rewrite the README's table")
     args = parser.parse_args(argv)
     chats = [int(c) for c in args.chats.split(",")] if args.chats else None
     conversations = load_realtalk(args.data, chats=chats)
@@ -504,6 +516,8 @@ def main(argv: list[str] | None = None) -> int:
     if not args.no_write:
         write_atomic(RESULTS / "evidence.json", json.dumps(report, indent=2) + "\n")
         write_atomic(RESULTS / "evidence.md", table)
+    if args.readme:
+        update_readme(table)
     return 0
 
 
