@@ -34,7 +34,14 @@ def build(tmp_path: Path, model: RecordingChatModel, **node: Any) -> Any:
 
 
 def system_texts(model: RecordingChatModel, call: int) -> list[str]:
-    return [str(m.content) for m in model.seen[call] if m.type == "system"]
+    """Each layer's text in the call's system message(s) (one merged message by default:
+    its layers are joined by a blank line)."""
+    return [
+        part
+        for m in model.seen[call]
+        if m.type == "system"
+        for part in str(m.content).split("\n\n")
+    ]
 
 
 def test_a_mapping_overrides_a_layer_on_every_call(tmp_path: Path) -> None:

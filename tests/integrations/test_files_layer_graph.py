@@ -83,7 +83,9 @@ def build(policy: Path, db: Path, model: RecordingChatModel, reports: list[Compo
 
 
 def layer_text(model: RecordingChatModel, call: int) -> str:
-    return str(model.seen[call][1].content)
+    """The text of the call's system message(s): the files layer is merged into one
+    SystemMessage with the system prompt by default."""
+    return "\n\n".join(str(m.content) for m in model.seen[call] if m.type == "system")
 
 
 # --------------------------------------------------------------------------- finding 12

@@ -254,7 +254,9 @@ def test_one_item_once_per_prompt_across_memory_and_agent_output_layers(
     prompt = prompt_text(model.seen[0])
     assert prompt.count("MEMORY-NOTE") == 1  # before: in agent outputs, L1, L2 and L4
     assert prompt.count("MEMORY-ZH") == 1
-    layer = next(str(m.content) for m in model.seen[0] if "MEMORY-NOTE" in str(m.content))
+    # one SystemMessage by default: its layers are joined by a blank line
+    parts = [p for m in model.seen[0] for p in str(m.content).split("\n\n")]
+    layer = next(p for p in parts if "MEMORY-NOTE" in p)
     assert layer.startswith("- [agent]") and "备忘 MEMORY-ZH" in layer  # the earliest layer
     assert reports[0].layer("agent_output__context").included
 

@@ -17,6 +17,7 @@ from langgraph.graph import START, StateGraph
 from langgraph.prebuilt import ToolNode, tools_condition
 from langgraph.store.sqlite import SqliteStore
 
+from ctxpolicy.errors import MissingServiceError
 from ctxpolicy.integrations.langgraph import (
     agent_node,
     init_context_engine,
@@ -70,7 +71,9 @@ def test_a_memory_service_without_a_durable_store_is_named_at_construction() -> 
         init_context_engine(TASKS, services={"memory": TieredMemory()})
     with warnings.catch_warnings():
         warnings.simplefilter("error", MemoryNotDurableWarning)
-        init_context_engine(TASKS)  # no service: nothing to say (the layer skips or fails)
+        # no service: no durability to warn about (building fails on the missing service)
+        with pytest.raises(MissingServiceError):
+            init_context_engine(TASKS)
 
 
 def test_a_memory_service_on_a_store_survives_a_restart(tmp_path: Path) -> None:
@@ -152,7 +155,10 @@ def test_the_l2_rule_is_set_from_the_policy(tmp_path: Path, rule: str, kept: boo
     app.invoke({"messages": [HumanMessage("Correction: the staging DB port is now 6543.")]}, CONFIG)
     app.invoke({"messages": [HumanMessage("which port?")]}, CONFIG)
     working_set = next(  # the memory layer (the history holds both statements anyway)
-        str(m.content) for m in model.seen[-1] if str(m.content).startswith("- [user]")
+        part
+        for m in model.seen[-1]
+        for part in str(m.content).split("\n\n")  # one merged SystemMessage by default
+        if part.startswith("- [user]")
     )
     assert "6543" in working_set
     # refresh: the correction replaced the older statement; seed: both stay in L2

@@ -214,7 +214,7 @@ def test_bad_recall_keys_are_reported_with_their_line(
 def test_recall_takes_the_room_the_history_leaves_without_moving_its_cut(long_session) -> None:
     engine = PolicyEngine.from_file(long_session(window=9000))
     facts = {
-        i: f"10:17 svc{i % 13} WARN cache shard {i} at 9{i}% on db-{i}" for i in range(0, 300, 3)
+        i: f"10:17 svc{i % 13} WARN cache shard {i} at 9{i}% on db-{i}" for i in range(0, 300, 2)
     }
     history = session(300, facts=facts)
     result = ask(engine, history, "cache shard warnings on the db hosts?")
