@@ -97,7 +97,17 @@ def test_repository_policies_and_their_relative_schema_comment_are_clean(
 
 
 def test_init_output_is_clean_and_completes(server: LspClient, tmp_path: Path) -> None:
-    """``ctxpolicy init`` writes the schema comment itself; editors resolve it."""
+    """``ctxpolicy init`` writes the schema comment itself; editors resolve it.
+
+    A project keeps its schema (``ctxpolicy schema > schemas/ctxpolicy.schema.json``):
+    ``init`` then names it by a relative path, which the editor reads offline (without a
+    project copy it names the schema's ``$id`` URL, which needs the network).
+    """
+    schema = subprocess.run(
+        [sys.executable, "-m", "ctxpolicy", "schema"], check=True, capture_output=True, text=True
+    ).stdout
+    (tmp_path / "schemas").mkdir()
+    (tmp_path / "schemas" / "ctxpolicy.schema.json").write_text(schema, encoding="utf-8")
     subprocess.run(
         [sys.executable, "-m", "ctxpolicy", "init", "team-x", "-o", "team-x.yaml"],
         cwd=tmp_path,
