@@ -97,17 +97,15 @@ def test_repository_policies_and_their_relative_schema_comment_are_clean(
 
 
 def test_init_output_is_clean_and_completes(server: LspClient, tmp_path: Path) -> None:
-    """``ctxpolicy init`` writes the schema comment itself; editors resolve it.
-
-    A project keeps its schema (``ctxpolicy schema > schemas/ctxpolicy.schema.json``):
-    ``init`` then names it by a relative path, which the editor reads offline (without a
-    project copy it names the schema's ``$id`` URL, which needs the network).
-    """
+    """``ctxpolicy init`` writes the schema comment itself; editors resolve it. The
+    project keeps the schema as docs/team-policy.md says (``ctxpolicy schema >
+    schemas/ctxpolicy.schema.json``); without it ``init`` writes the schema's ``$id``,
+    which no server can fetch while ctxpolicy is unpublished."""
     schema = subprocess.run(
         [sys.executable, "-m", "ctxpolicy", "schema"], check=True, capture_output=True, text=True
-    ).stdout
+    )
     (tmp_path / "schemas").mkdir()
-    (tmp_path / "schemas" / "ctxpolicy.schema.json").write_text(schema, encoding="utf-8")
+    (tmp_path / "schemas" / "ctxpolicy.schema.json").write_text(schema.stdout, encoding="utf-8")
     subprocess.run(
         [sys.executable, "-m", "ctxpolicy", "init", "team-x", "-o", "team-x.yaml"],
         cwd=tmp_path,
@@ -116,7 +114,7 @@ def test_init_output_is_clean_and_completes(server: LspClient, tmp_path: Path) -
     )
     path = tmp_path / "team-x.yaml"
     text = path.read_text(encoding="utf-8")
-    assert text.startswith("# yaml-language-server: $schema=")
+    assert text.startswith("# yaml-language-server: $schema=schemas/ctxpolicy.schema.json\n")
     assert _diagnostics(server, path, text) == []
     broken = text.replace("version: 1", "version: 2", 1)
     assert _diagnostics(server, tmp_path / "broken.yaml", broken) != []
