@@ -251,7 +251,7 @@ def test_chinese_and_mixed_text_embeds_without_error(embeddings) -> None:
         assert math.isclose(sum(x * x for x in vector), 1.0, rel_tol=1e-5)
     assert vectors[0] != vectors[1]
     # each Han character is a token of its own; the English vocabulary knows few of them
-    # (3 of 11 here, the rest are [UNK]): the vectors carry little of a Chinese text's meaning
+    # (4 of 11 here, the rest are [UNK]): the vectors carry little of a Chinese text's meaning
     tokens = embeddings._load().tokenizer.encode(texts[0]).tokens
     assert len(tokens) == 2 + len(texts[0])
     assert 0 < sum(t != "[UNK]" for t in tokens[1:-1]) < len(texts[0])
