@@ -6,8 +6,9 @@
 ``DATA_DIR`` holds REALTALK's ``Chat_*.json`` (Lee et al. 2025, the ``data/`` folder of
 the public ``danny911kr/REALTALK`` repository: 10 real 21-day chats between two people,
 questions annotated with the ids of the turns holding their evidence). The data is not
-committed (no licence given); only ``data/Chat_*.json`` is read, never a ``locomo``
-folder (a held-out set: see docs/recall.md, "Measuring recall").
+committed (no licence given); only the ``Chat_*.json`` files directly in ``DATA_DIR`` are
+read, no subfolder (the repository's subfolders hold a held-out set: docs/recall.md,
+"Measured").
 
 Every turn becomes one message ``"(<session date>) <speaker>: <text>"`` (a shared
 photo adds ``[shares a photo: <caption>]``), speaker 1 as ``HumanMessage``, speaker 2
@@ -138,7 +139,7 @@ def load_conversation(path: Path) -> Conversation:
 
 
 def load_realtalk(folder: Path, *, chats: Sequence[int] | None = None) -> list[Conversation]:
-    """The ``Chat_*.json`` files of ``folder`` (never a ``locomo`` subfolder)."""
+    """The ``Chat_*.json`` files directly in ``folder`` (no subfolder is read)."""
     files = sorted(folder.glob("Chat_*.json"), key=lambda p: int(p.stem.split("_")[1]))
     if not files:
         raise SystemExit(f"evidence.py: no Chat_*.json in {folder}")

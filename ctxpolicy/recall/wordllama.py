@@ -33,11 +33,12 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import logging
-import threading
 from pathlib import Path
 from typing import Any
 
 from langchain_core.embeddings import Embeddings
+
+from ctxpolicy.recall.lazy_model import LazyModel
 
 #: The model bundled in the wordllama wheel.
 CONFIG = "l2_supercat"
@@ -68,7 +69,7 @@ def _import_wordllama() -> Any:
         root.setLevel(level)
 
 
-class WordLlamaEmbeddings(Embeddings):
+class WordLlamaEmbeddings(LazyModel, Embeddings):
     """Embeddings from the WordLlama model bundled in the ``wordllama`` wheel.
 
     The model (a 32,000 x 256 float32 table; about 70 MB of RSS with numpy and the
@@ -88,6 +89,8 @@ class WordLlamaEmbeddings(Embeddings):
         ValueError: ``dim`` or ``batch_size`` is not valid.
     """
 
+    OPTIONS = ("dim", "batch_size")
+
     def __init__(self, *, dim: int = BUNDLED_DIM, batch_size: int = 64) -> None:
         if dim not in DIMS:
             raise ValueError(
@@ -99,42 +102,29 @@ class WordLlamaEmbeddings(Embeddings):
             raise ImportError(MISSING)
         self.dim = dim
         self.batch_size = batch_size
-        self._model: Any = None
-        self._lock = threading.Lock()
-
-    def __getstate__(self) -> dict[str, Any]:
-        return {"dim": self.dim, "batch_size": self.batch_size}
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.dim = state["dim"]
-        self.batch_size = state["batch_size"]
-        self._model = None
-        self._lock = threading.Lock()
+        self._start()
 
     def _load(self) -> Any:
         """The WordLlama model, loaded from the wheel's own files on first use."""
-        model = self._model
-        if model is not None:
-            return model
-        with self._lock:
-            if self._model is None:
-                package = _import_wordllama()
-                folder = Path(package.__file__).parent
-                try:
-                    self._model = package.WordLlama.load(
-                        config=CONFIG,
-                        dim=BUNDLED_DIM,
-                        trunc_dim=None if self.dim == BUNDLED_DIM else self.dim,
-                        cache_dir=folder,  # the bundled weights/ and tokenizers/ folders
-                        disable_download=True,
-                    )
-                except FileNotFoundError as exc:
-                    raise FileNotFoundError(
-                        f"the WordLlama model files are missing from {folder} "
-                        f"(wordllama {getattr(package, '__version__', '?')}); this class "
-                        f"never downloads them: {exc}"
-                    ) from exc
-            return self._model
+        return self._loaded(self._read_model)
+
+    def _read_model(self) -> Any:
+        package = _import_wordllama()
+        folder = Path(package.__file__).parent
+        try:
+            return package.WordLlama.load(
+                config=CONFIG,
+                dim=BUNDLED_DIM,
+                trunc_dim=None if self.dim == BUNDLED_DIM else self.dim,
+                cache_dir=folder,  # the bundled weights/ and tokenizers/ folders
+                disable_download=True,
+            )
+        except FileNotFoundError as exc:
+            raise FileNotFoundError(
+                f"the WordLlama model files are missing from {folder} "
+                f"(wordllama {getattr(package, '__version__', '?')}); this class "
+                f"never downloads them: {exc}"
+            ) from exc
 
     def _batches(self, texts: list[str]) -> list[list[int]]:
         """Indexes of ``texts`` grouped by similar length, within the batch limits."""
