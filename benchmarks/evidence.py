@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import re
 import statistics
 import sys
@@ -52,6 +51,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
+from windows import budget_variant
 
 from ctxpolicy.tokens import get_tokenizer
 
@@ -193,18 +193,6 @@ class TrimMessages(Method):
             include_system=True,
             allow_partial=False,
         )
-
-
-def budget_variant(policy: Any, available: int) -> Any:
-    """``policy`` with the model window that leaves exactly ``available`` tokens."""
-    reserve = policy.budget.output_reserve
-    window = math.ceil(available / (1 - reserve))
-    while int(window * (1 - reserve)) > available:
-        window -= 1
-    while int(window * (1 - reserve)) < available:
-        window += 1
-    model = policy.model.model_copy(update={"context_window": window})
-    return policy.model_copy(update={"model": model})
 
 
 class EngineMethod(Method):

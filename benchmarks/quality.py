@@ -69,6 +69,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 from needles import DEPTHS, KINDS, WORDINGS, Query, Session, make_session, message_text
 from run import machine
+from windows import budget_variant
 
 from ctxpolicy.tokens import MESSAGE_OVERHEAD, get_tokenizer
 
@@ -303,18 +304,6 @@ class MemoryStrategy(Method):
         return list(result.messages)
 
 
-def budget_variant(policy: Any, available: int = BUDGET) -> Any:
-    """``policy`` with the model window that leaves exactly ``available`` tokens."""
-    reserve = policy.budget.output_reserve
-    window = math.ceil(available / (1 - reserve))
-    while int(window * (1 - reserve)) > available:
-        window -= 1
-    while int(window * (1 - reserve)) < available:
-        window += 1
-    model = policy.model.model_copy(update={"context_window": window})
-    return policy.model_copy(update={"model": model})
-
-
 class LongSession(Method):
     name = "long-session"
     ingest_from_first_call = True
@@ -332,7 +321,7 @@ class LongSession(Method):
             policy = load_policy(self.path)
         except Exception as exc:
             raise MethodError(f"load_policy failed: {type(exc).__name__}: {exc}") from exc
-        self._engine = _engine(budget_variant(policy))
+        self._engine = _engine(budget_variant(policy, BUDGET))
 
     def compose(self, history: list[BaseMessage]) -> list[BaseMessage]:
         result = self._engine.compose(
@@ -353,7 +342,7 @@ class LongSessionEmbeddings(LongSession):
             from ctxpolicy.integrations.wordllama import WordLlamaEmbeddings
             from ctxpolicy.loading import load_policy
 
-            policy = budget_variant(load_policy(self.path))
+            policy = budget_variant(load_policy(self.path), BUDGET)
         except Exception as exc:
             raise MethodError(f"{type(exc).__name__}: {exc}") from exc
         layer = policy.layers["recall__context"]

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import random
 import re
 import sys
@@ -41,6 +40,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+from windows import budget_variant
 
 ROOT = Path(__file__).resolve().parents[1]
 SEED = 20240618
@@ -498,18 +498,6 @@ class BM25Turns:
             if self.tok.count_messages(prompt) <= self.tokens or not chosen:
                 return prompt
             chosen.pop()
-
-
-def budget_variant(policy: Any, available: int) -> Any:
-    """``policy`` with the model window that leaves exactly ``available`` tokens."""
-    reserve = policy.budget.output_reserve
-    window = math.ceil(available / (1 - reserve))
-    while int(window * (1 - reserve)) > available:
-        window -= 1
-    while int(window * (1 - reserve)) < available:
-        window += 1
-    model = policy.model.model_copy(update={"context_window": window})
-    return policy.model_copy(update={"model": model})
 
 
 class LongSession:
