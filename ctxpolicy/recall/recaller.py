@@ -163,9 +163,8 @@ class Recaller:
         )
         self.sync = HistorySync(self.index, size=size)
         self._dense: dict[str, Any] = {}
-        # a builtin dense model, or why it could not be loaded; what a call did without
+        # a builtin dense model, or why it could not be loaded (then lexical search only)
         self._builtin: Any = None
-        self._warnings: tuple[str, ...] = ()
         self._last: tuple[tuple[str, str, int, str], list[RecallHit], list[str], int] | None = None
 
     def record(self, history: Sequence[BaseMessage], *, thread_id: str | None = None) -> int:
@@ -222,9 +221,15 @@ class Recaller:
                 self._builtin = exc
                 logger.warning("recall falls back to lexical search: %s", exc)
         if isinstance(self._builtin, EmbeddingsUnavailableError):
-            self._warnings = (f"recall: lexical search only: {self._builtin}",)
             return None
         return self._builtin
+
+    @property
+    def _warnings(self) -> tuple[str, ...]:
+        """What every call of this layer does without: a builtin model not installed."""
+        if isinstance(self._builtin, EmbeddingsUnavailableError):
+            return (f"recall: lexical search only: {self._builtin}",)
+        return ()
 
     def _dense_hits(self, request: RecallRequest, thread: str) -> list[RecallHit]:
         if self.spec.embeddings is None:
