@@ -4,20 +4,19 @@ On a long chat the speakers' names, "today" or "thanks" occur in a large share o
 turns. A question that names a person ("What are Kate's hobbies?") then matches dozens
 of short greetings by that name alone, and they would fill the layer. A term is
 *common* when more than `COMMON_SHARE` of the session's units hold it (and at least
-`MIN_COMMON_UNITS` do, so a short session is never filtered). A hit is packed only when
-it holds at least one query term that is not common; a query whose matching terms are
-all common recalls nothing, and its room stays with the other layers.
+`MIN_COMMON_UNITS` do, so a short session is never filtered). Both index backends search
+only the units holding at least one query term that is not common (every term still
+counts in their score): a query whose matching terms are all common recalls nothing,
+and its room stays with the other layers.
 
-Pure: counts in, hits out. The counts come from the index (``term_postings``).
-See docs/recall.md, "Relevance floor".
+Pure: the backends give their per-thread counts; `terms_pattern` is shared with
+selection (which query terms a statement is about). See docs/recall.md, "Relevance floor".
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Collection, Mapping, Sequence
-
-from ctxpolicy.recall.index import RecallHit
 
 #: A term held by more than this share of the session's units is common.
 COMMON_SHARE = 0.05
@@ -53,24 +52,9 @@ def distinctive_terms(units: int, postings: Mapping[str, int], terms: Sequence[s
     return [t for t in terms if postings.get(t, 0) > 0 and postings[t] <= limit]
 
 
-def above_floor(hits: Sequence[RecallHit], distinctive: Collection[str]) -> list[RecallHit]:
-    """The ``hits`` holding at least one of the ``distinctive`` terms, in their order."""
-    pattern = terms_pattern(distinctive)
-    if pattern is None:
-        return []
-    return [
-        hit
-        for hit in hits
-        if pattern.search(hit.unit.text)
-        or pattern.search(hit.unit.context)
-        or (hit.unit.tool is not None and pattern.search(hit.unit.tool))
-    ]
-
-
 __all__ = [
     "COMMON_SHARE",
     "MIN_COMMON_UNITS",
-    "above_floor",
     "distinctive_terms",
     "terms_pattern",
 ]

@@ -174,8 +174,12 @@ class RecallIndex(Protocol):
         """
         ...
 
-    def search(self, thread: str, terms: Sequence[str], *, limit: int) -> list[RecallHit]:
-        """The best ``limit`` units of ``thread`` matching any of ``terms``, best first."""
+    def search(
+        self, thread: str, terms: Sequence[str], *, limit: int, floor: bool = False
+    ) -> list[RecallHit]:
+        """The best ``limit`` units of ``thread`` matching any of ``terms``, best first;
+        with ``floor``, none that holds only terms common in the thread
+        (`ctxpolicy.recall.floor`; recall asks for it, memory does not)."""
         ...
 
     def forget_messages(self, thread: str, message_ids: Sequence[str]) -> int:

@@ -82,6 +82,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ctxpolicy.recall.floor import distinctive_terms
 from ctxpolicy.recall.index import (
     MAX_RANKED_POSTINGS,
     STATEMENT_BOOST,
@@ -500,12 +501,6 @@ class PostgresRecallIndex:
         """
         return _within_budget(self._thread_stats(_clean(thread), terms).postings, terms)
 
-    def term_postings(self, thread: str, terms: Sequence[str]) -> tuple[int, dict[str, int]]:
-        """``(units of thread, {term: units of thread holding it})``: the relevance floor's
-        input (`ctxpolicy.recall.floor`), from the thread's cached counts."""
-        stats = self._thread_stats(_clean(thread), terms)
-        return stats.units, {term: stats.postings.get(term, 0) for term in terms}
-
     def _search_query(self, terms: int, filtering: int) -> Composed:
         """The ranked query over ``terms`` terms; rows must match one of the first ``filtering``."""
         from psycopg import sql
@@ -546,16 +541,23 @@ class PostgresRecallIndex:
             self._search_sql[(terms, filtering)] = found
         return found
 
-    def search(self, thread: str, terms: Sequence[str], *, limit: int) -> list[RecallHit]:
+    def search(
+        self, thread: str, terms: Sequence[str], *, limit: int, floor: bool = False
+    ) -> list[RecallHit]:
         """The best ``limit`` units of ``thread`` matching any of ``terms``, best first.
 
-        Scored like bm25 (see the module docstring).
+        Scored like bm25 (see the module docstring). With ``floor`` only units holding a
+        term that is not common in the thread are found (`ctxpolicy.recall.floor`).
         """
         if not terms or limit <= 0:
             return []
         thread = _clean(thread)
         stats = self._thread_stats(thread, terms)
-        kept = _within_budget(stats.postings, terms)
+        if floor:  # a common term never selects rows
+            allowed = distinctive_terms(stats.units, stats.postings, terms)
+            kept = _within_budget({t: stats.postings[t] for t in allowed}, allowed)
+        else:
+            kept = _within_budget(stats.postings, terms)
         if not kept:
             return []
         scored = _scored_terms(terms, kept, stats.postings)

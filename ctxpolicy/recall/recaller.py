@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING, Any
 
 from ctxpolicy.errors import CollectorError, EmbeddingsUnavailableError
 from ctxpolicy.recall.dense import DenseUnits
-from ctxpolicy.recall.floor import above_floor, distinctive_terms
 from ctxpolicy.recall.index import RecallHit, RecallIndex, query_terms
 from ctxpolicy.recall.ingest import HistorySync, message_key, thread_key
 from ctxpolicy.recall.postgres import PostgresRecallIndex
@@ -263,9 +262,7 @@ class Recaller:
         terms = query_terms(request.query or "")
         if not terms:
             return [], terms, synced.offset, synced.added
-        ranked = self._above_floor(
-            thread, terms, self.index.search(thread, terms, limit=self.spec.candidates)
-        )
+        ranked = self.index.search(thread, terms, limit=self.spec.candidates, floor=True)
         dense = self._dense_hits(request, thread)
         if dense:
             ranked = fuse_rankings(
@@ -274,16 +271,6 @@ class Recaller:
         hits = [*self._memory_hits(request.services, request.query or ""), *ranked]
         self._last = (key, hits, terms, synced.offset)
         return hits, terms, synced.offset, synced.added
-
-    def _above_floor(
-        self, thread: str, terms: Sequence[str], ranked: list[RecallHit]
-    ) -> list[RecallHit]:
-        """The relevance floor (`ctxpolicy.recall.floor`), where the index counts terms."""
-        counts = getattr(self.index, "term_postings", None)
-        if counts is None or not ranked:
-            return ranked
-        units, postings = counts(thread, terms)
-        return above_floor(ranked, distinctive_terms(units, postings, terms))
 
     def recall(self, request: RecallRequest) -> RecallResult:
         """Index the history's new messages, search, and pack the layer."""

@@ -24,9 +24,11 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
 
+from ctxpolicy.recall.floor import distinctive_terms
 from ctxpolicy.recall.index import (
     MAX_RANKED_POSTINGS,
     STATEMENT_BOOST,
@@ -85,6 +87,8 @@ CREATE VIRTUAL TABLE recall_fts USING fts5(
     tokenize='porter unicode61 remove_diacritics 2'
 )
 """
+#: Most (thread, term) counts the relevance floor keeps (least recently used dropped).
+THREAD_POSTINGS = 4096
 #: bm25 column weights: the unit's own text counts most, its context and tool name less.
 _WEIGHTS = (1.0, 0.3, 0.5)
 
@@ -133,6 +137,9 @@ class SQLiteRecallIndex:
         self._add_fingerprints()
         self._upgrade()
         self._df: dict[str, tuple[int, int]] = {}
+        # (thread, term) -> (units of the thread holding it, the thread's units then);
+        # least recently used first, at most THREAD_POSTINGS entries
+        self._thread_df: OrderedDict[tuple[str, str], tuple[int, int]] = OrderedDict()
         self._units = self._conn.execute("SELECT count(*) FROM recall_unit").fetchone()[0]
 
     def __repr__(self) -> str:
@@ -295,23 +302,30 @@ class SQLiteRecallIndex:
             postings = {term: self._postings(term) for term in dict.fromkeys(terms)}
         return terms_within_budget(postings, terms, budget=MAX_RANKED_POSTINGS)
 
-    def term_postings(self, thread: str, terms: Sequence[str]) -> tuple[int, dict[str, int]]:
-        """``(units of thread, {term: units of thread holding it})``: the relevance floor's
-        input (`ctxpolicy.recall.floor`). One count per term, over its matching rows."""
+    def _thread_postings(self, thread: str, terms: Sequence[str]) -> tuple[int, dict[str, int]]:
+        """``(units of thread, {term: units of thread holding it})``: what the relevance
+        floor reads. A term's count is cached while the thread grows < 10 %."""
         with self._lock:
             conn = self._conn
             (units,) = conn.execute(
                 "SELECT count(*) FROM recall_unit WHERE thread = ?", (thread,)
             ).fetchone()
-            counts = {
-                term: int(
-                    conn.execute(
-                        "SELECT count(*) FROM recall_fts WHERE recall_fts MATCH ? AND thread = ?",
-                        (_match_expression([term]), thread),
-                    ).fetchone()[0]
-                )
-                for term in dict.fromkeys(terms)
-            }
+            counts: dict[str, int] = {}
+            for term in terms:
+                key = (thread, term)
+                cached = self._thread_df.get(key)
+                if cached is not None and units <= cached[1] * 1.1 + 100:
+                    self._thread_df.move_to_end(key)
+                    counts[term] = cached[0]
+                    continue
+                (count,) = conn.execute(
+                    "SELECT count(*) FROM recall_fts WHERE recall_fts MATCH ? AND thread = ?",
+                    (_match_expression([term]), thread),
+                ).fetchone()
+                counts[term] = int(count)
+                self._thread_df[key] = (int(count), int(units))
+                if len(self._thread_df) > THREAD_POSTINGS:
+                    self._thread_df.popitem(last=False)
         return int(units), counts
 
     def forget_messages(self, thread: str, message_ids: Sequence[str]) -> int:
@@ -324,6 +338,8 @@ class SQLiteRecallIndex:
             return 0
         removed = 0
         with self._lock:
+            for key in [k for k in self._thread_df if k[0] == thread]:
+                del self._thread_df[key]  # counts of a branch that is going away
             conn = self._conn
             conn.execute("BEGIN IMMEDIATE")
             try:
@@ -352,19 +368,28 @@ class SQLiteRecallIndex:
                 raise
         return removed
 
-    def search(self, thread: str, terms: Sequence[str], *, limit: int) -> list[RecallHit]:
+    def search(
+        self, thread: str, terms: Sequence[str], *, limit: int, floor: bool = False
+    ) -> list[RecallHit]:
         """The best ``limit`` units of ``thread`` matching any of ``terms`` (bm25), best first.
 
         A unit that states a value (`ctxpolicy.recall.units.states_value`, decided when
         it was indexed) has its score multiplied by `STATEMENT_BOOST`.
 
         Every term counts in the score, but only rows that contain one of the rarer
-        terms (`ranked_terms`) are scored: ``(rare OR ...) AND (every term OR ...)``.
+        terms are scored: ``(rare OR ...) AND (every term OR ...)``. With ``floor`` a
+        term common in the thread is never one of them (the relevance floor,
+        `ctxpolicy.recall.floor`): a row holding only common terms is not found.
         """
         terms = list(dict.fromkeys(terms))
         if not terms or limit <= 0:
             return []
-        rare = self.ranked_terms(terms) if len(terms) > 1 else terms
+        if floor:
+            units, postings = self._thread_postings(thread, terms)
+            allowed = distinctive_terms(units, postings, terms)
+            rare = terms_within_budget(postings, allowed, budget=MAX_RANKED_POSTINGS)
+        else:
+            rare = self.ranked_terms(terms) if len(terms) > 1 else terms
         if not rare:
             return []
         expression = _match_expression(rare)

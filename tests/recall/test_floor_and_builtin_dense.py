@@ -11,8 +11,9 @@ from ctxpolicy import PolicyEngine
 from ctxpolicy.errors import EmbeddingsUnavailableError
 from ctxpolicy.loading import load_policy
 from ctxpolicy.recall import minilm
-from ctxpolicy.recall.floor import above_floor, distinctive_terms
-from ctxpolicy.recall.index import RecallHit
+from ctxpolicy.recall.floor import distinctive_terms
+from ctxpolicy.recall.postgres import PostgresRecallIndex
+from ctxpolicy.recall.sqlite import SQLiteRecallIndex
 from ctxpolicy.recall.units import Unit
 
 LONG_SESSION = Path(__file__).resolve().parents[2] / "policies" / "long-session.yaml"
@@ -36,14 +37,25 @@ def test_a_term_held_by_many_units_is_common_and_a_short_session_keeps_every_ter
     assert distinctive_terms(20, {"kate": 15}, ["kate"]) == ["kate"]
 
 
-def test_hits_holding_only_common_terms_are_dropped() -> None:
-    def hit(text: str) -> RecallHit:
-        return RecallHit(Unit(text, 0, 0, "user", None, 1, 1, text), 1.0)
+def test_both_backends_find_nothing_by_common_terms_alone(postgres_dsn) -> None:
+    def units(i: int, text: str) -> list[Unit]:
+        return [Unit(f"m{i}", i, 0, "user", None, 1, 1, text)]
 
-    hits = [hit("Hey Kate!"), hit("Kate made pottery"), hit("陶艺课很好玩")]
-    assert [h.unit.text for h in above_floor(hits, ["pottery"])] == ["Kate made pottery"]
-    assert [h.unit.text for h in above_floor(hits, ["陶艺"])] == ["陶艺课很好玩"]
-    assert above_floor(hits, []) == []
+    talk = [(i, f"m{i}", units(i, f"Hey Kate, how was day {i}?")) for i in range(100)]
+    talk.append((100, "m100", units(100, "Kate made pottery, 陶艺课很好玩")))
+    for index in (
+        SQLiteRecallIndex(),
+        PostgresRecallIndex(postgres_dsn, schema_prefix="floor_test"),
+    ):
+        index.add_messages("t", talk)
+        # "kate" is in 101 of 101 units: common (without the floor: found everywhere)
+        assert index.search("t", ["kate"], limit=10, floor=True) == []
+        assert len(index.search("t", ["kate"], limit=10)) == 10
+        (hit,) = index.search("t", ["kate", "pottery"], limit=10, floor=True)
+        assert hit.unit.message_id == "m100"
+        (hit,) = index.search("t", ["kate", "陶艺"], limit=10, floor=True)
+        assert hit.unit.message_id == "m100"
+        index.close()
 
 
 def recall_text(engine: PolicyEngine, history: list[BaseMessage], question: str) -> str:
