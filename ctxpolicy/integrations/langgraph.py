@@ -221,13 +221,19 @@ def _compose_args(
     contexts: Mapping[str, str | None] | None = None,
 ) -> dict[str, Any]:
     rule = engine.policy.process(process)
+    history: Sequence[BaseMessage] | None = None
+    if rule.checkpoint_messages:
+        history = sb.memory.snapshot()
+        held = None if query is None else _held_input(history, query)
+        if held is not None:  # the turn's question is shown once: by the query layer
+            history = (*history[:held], *history[held + 1 :])
     return {
         "process": process,
         "system_prompt": system_prompt,
         "state": state,
         "query": query,
         "contexts": contexts,
-        "checkpoint_messages": sb.memory.snapshot() if rule.checkpoint_messages else None,
+        "checkpoint_messages": history,
         "services": {"tools": list(tools)} if tools else None,
         "thread_id": thread_id,
     }
@@ -319,12 +325,14 @@ def agent_node(
     ``memory.replace`` (when a summary compacted the history) → ``memory.append``
     (the reply only: on the ``checkpoint`` query path the input HumanMessage is
     already in the state) → ``contexts.persist(result.persist)`` →
-    ``routing.finish_agent("completed")`` → one patch.
+    ``routing.finish_agent("completed")`` (on the final answer: a reply asking for
+    tools leaves the turn open) → one patch.
 
     For a ``query: runtime`` process the query is ``routing.assigned_task``; the turn
     keeps it in the history as its HumanMessage (once per turn: not again when a ReAct
     loop comes back from its tools), so memory records the user's input on this path
-    too.
+    too. A pass back from the tools shows the question once, as the query (last): the
+    history it composes leaves the turn's HumanMessage out.
 
     A turn of a paused or ended session (an agent's `MemorySessions` the policy reads)
     is refused before the model is called: its input HumanMessages leave the thread and
@@ -515,19 +523,35 @@ def _refuse_turn(sb: StateBuilder, refused: SessionInactiveError) -> dict[str, A
     return sb.patch()
 
 
-def _runtime_input(history: Sequence[BaseMessage], query: str) -> HumanMessage | None:
-    """The user's input of a ``query: runtime`` turn as the HumanMessage to keep in the
-    history (and record into memory), or None when this turn already holds it: the
-    newest HumanMessage says ``query`` and no final answer (an AIMessage without tool
-    calls) follows it (a ReAct loop back from its tools)."""
-    for message in reversed(history):
+def _held_input(history: Sequence[BaseMessage], query: str) -> int | None:
+    """Where the history holds the user's input of a ``query: runtime`` turn, or None.
+
+    The turn holds it when the newest HumanMessage says ``query`` and no final answer
+    (an AIMessage without tool calls) follows it: a ReAct loop back from its tools. A
+    call of that turn leaves it out of the history it composes (the query layer shows
+    it), and the turn does not append it again.
+    """
+    for position in range(len(history) - 1, -1, -1):
+        message = history[position]
         if message.type == "ai" and not getattr(message, "tool_calls", None):
-            break
+            return None
         if message.type == "human":
-            if message_text(message) == query:
-                return None
-            break
-    return HumanMessage(query)
+            return position if message_text(message) == query else None
+    return None
+
+
+def _with_held(
+    compacted: Sequence[BaseMessage], history: Sequence[BaseMessage], held: int
+) -> tuple[BaseMessage, ...]:
+    """``compacted`` (a summary's history, composed without the turn's held input) with
+    that input back in place: before the first kept message of its turn (else last)."""
+
+    def key(message: BaseMessage) -> object:
+        return message.id if message.id is not None else id(message)
+
+    turn = {key(m) for m in history[held + 1 :]}
+    at = next((i for i, m in enumerate(compacted) if key(m) in turn), len(compacted))
+    return (*compacted[:at], history[held], *compacted[at:])
 
 
 def _thread_id(config: RunnableConfig) -> str | None:
@@ -556,19 +580,24 @@ def _record_turn(
     reply = _reply(raw, node=name)
     if reply.name is None:
         reply = reply.model_copy(update={"name": name})
-    if result.compacted_history is not None:
-        sb.memory.replace(result.compacted_history)
     history = list(sb.memory.snapshot())  # nothing appended yet: no merge to pay for
-    asked = None if user_input is None else _runtime_input(history, user_input)
-    if asked is not None:
-        sb.memory.append([asked])
+    held = None if user_input is None else _held_input(history, user_input)
+    if result.compacted_history is not None:
+        compacted = result.compacted_history
+        if held is not None:  # composed without the turn's input: it stays in the thread
+            compacted = _with_held(compacted, history, held)
+        sb.memory.replace(compacted)
+        history = list(sb.memory.snapshot())
+    if user_input is not None and held is None:
+        sb.memory.append([HumanMessage(user_input)])
         history.append(sb.memory.delta()[-1])
     sb.memory.append([reply])
     history.append(sb.memory.delta()[-1])  # the reply, with the stable id it is stored under
     turn = max((i for i, m in enumerate(history) if m.type == "human"), default=len(history) - 1)
     engine.record(history, thread_id=_thread_id(config), since=turn)
     sb.contexts.persist(result.persist)
-    sb.routing.finish_agent("completed")
+    if not reply.tool_calls:  # a reply asking for tools: the turn (and its task) goes on
+        sb.routing.finish_agent("completed")
     return sb.patch()
 
 
