@@ -6,8 +6,8 @@ contexts')::
     sessions__context:
       collector: {type: aggregate, service: memory, contexts: session_states}
 
-The sessions are the state's ``session_ids`` (else ``session_id``, else the running
-LangGraph thread): a call reads the sessions it names and no other. Each gives its
+The sessions are the state's ``session_ids`` (else ``session_id``, else the call's
+thread: `call_session_ids`): a call reads the sessions it names and no other. Each gives its
 persisted ``__context`` layers (read from the ``contexts`` service: a mapping session id
 -> state, or a callable) and its memory (the ``service`` `MemorySessions`; with a store,
 a session not open in this process is restored from it); `MemorySessions.aggregate_context`
@@ -16,10 +16,11 @@ ranks, de-duplicates and packs them into the layer's cap.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from ctxpolicy.memory.sessions import MemorySessions, current_thread_id, render_context
+from ctxpolicy.collectors.memory import call_session_ids
+from ctxpolicy.memory.sessions import MemorySessions, render_context
 
 if TYPE_CHECKING:
     from ctxpolicy.collectors.base import CollectRequest
@@ -28,19 +29,6 @@ if TYPE_CHECKING:
 def _service(request: CollectRequest, name: str) -> Any:
     found = request.services.get(name)
     return request.state.get(name) if found is None else found
-
-
-def aggregate_session_ids(state: Mapping[str, Any]) -> list[str] | None:
-    """The sessions a call aggregates: state ``session_ids``, else ``session_id``, else the
-    running LangGraph thread (None: none named and no thread)."""
-    ids = state.get("session_ids")
-    if isinstance(ids, Sequence) and not isinstance(ids, str):
-        return [str(i) for i in ids]
-    one = state.get("session_id")
-    if isinstance(one, str) and one:
-        return [one]
-    thread = current_thread_id()
-    return None if thread is None else [thread]
 
 
 def collect_aggregate(request: CollectRequest) -> str | None:
@@ -63,11 +51,12 @@ def collect_aggregate(request: CollectRequest) -> str | None:
             f"aggregate collector of layer {request.layer!r}: {spec.service!r} must be a "
             f"MemorySessions, got {type(sessions).__name__}"
         )
-    ids = aggregate_session_ids(request.state)
+    ids = call_session_ids(request.state, request.thread_id)
     if ids is None:
         raise LookupError(
             f"aggregate collector of layer {request.layer!r}: name the sessions (state "
-            "'session_ids' or 'session_id'), or run inside a LangGraph thread"
+            "'session_ids' or 'session_id'), or give the call a thread (compose(thread_id=...) "
+            "or a LangGraph thread)"
         )
     contexts = _contexts(request, spec.contexts)
     if sessions.store is not None:
@@ -110,4 +99,4 @@ def _contexts(request: CollectRequest, name: str | None) -> Any:
     return found
 
 
-__all__ = ["aggregate_session_ids", "collect_aggregate"]
+__all__ = ["collect_aggregate"]
