@@ -7,11 +7,12 @@ contexts')::
       collector: {type: aggregate, service: memory, contexts: session_states}
 
 The sessions are the state's ``session_ids`` (else ``session_id``, else the call's
-thread: `call_session_ids`): a call reads the sessions it names and no other. Each gives its
-persisted ``__context`` layers (read from the ``contexts`` service: a mapping session id
--> state, or a callable) and its memory (the ``service`` `MemorySessions`; with a store,
-a session not open in this process is restored from it); `MemorySessions.aggregate_context`
-ranks, de-duplicates and packs them into the layer's cap.
+thread: `call_session_ids`): a call reads the sessions it names and no other. Each gives
+its persisted ``__context`` layers (read from the ``contexts`` service: a mapping session
+id -> state, or a callable) and its memory (the ``service`` `MemorySessions`; a session
+not open in this process is restored from the store when it holds it, an unknown one
+opens nothing); `MemorySessions.aggregate_context` ranks, de-duplicates and packs them
+into the layer's cap.
 """
 
 from __future__ import annotations
@@ -59,9 +60,6 @@ def collect_aggregate(request: CollectRequest) -> str | None:
             "or a LangGraph thread)"
         )
     contexts = _contexts(request, spec.contexts)
-    if sessions.store is not None:
-        for sid in ids:
-            sessions.session(sid)  # restored from the store when this process has not yet
     if request.cap_tokens <= 0:
         return None
     pieces = sessions.aggregate_context(

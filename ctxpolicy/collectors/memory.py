@@ -161,7 +161,7 @@ def _session_candidates(
     # with a thread: its own session, never every open one
     ids = call_session_ids(request.state, request.thread_id)
     return memory.aggregate(
-        [i for i in ids if i in memory] if ids is not None else None,
+        memory.restore_sessions(ids) if ids is not None else None,  # unknown ids: none
         strategy=strategy,
         tier=spec.tier,
         query=request.query,

@@ -7,9 +7,11 @@ store does not hold opens none.
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 
 import pytest
+from langgraph.store.sqlite import SqliteStore
 
 from ctxpolicy.engine import PolicyEngine
 from ctxpolicy.loading import load_policy
@@ -39,3 +41,52 @@ def test_compose_with_a_thread_id_outside_a_graph_reads_only_that_session(
             engine.compose(
                 system_prompt="S", state={"messages": [("human", "notes?")]}, thread_id="A"
             )
+
+
+AGGREGATE_POLICY = """version: 1
+name: aggregate-sessions
+model: {context_window: 16000, tokenizer: cl100k_base}
+budget: {ratios: {sessions__context: 0.4}}
+order: [system_prompt, sessions__context, checkpoint_messages, query]
+layers:
+  sessions__context:
+    collector: {type: aggregate, service: memory}
+processes:
+  react: {query: checkpoint, checkpoint_messages: true}
+"""
+
+
+def _stored_sessions(tmp_path: Path) -> tuple[MemorySessions, SqliteStore]:
+    """Sessions on a SQLite store where another process wrote session ``A``."""
+    store = SqliteStore(
+        sqlite3.connect(str(tmp_path / "s.sqlite"), check_same_thread=False, isolation_level=None)
+    )
+    store.setup()
+    MemorySessions(agent="lead", store=store).session("A").add(
+        "STORED-A 部署冻结于 18:00", importance=0.9
+    )
+    return MemorySessions(agent="lead", store=store), store
+
+
+@pytest.mark.parametrize("policy", ["aggregate", "memory"])
+def test_naming_an_unknown_session_opens_none(tmp_path: Path, policy: str) -> None:
+    sessions, _ = _stored_sessions(tmp_path)
+    path = SESSIONS
+    if policy == "aggregate":
+        path = tmp_path / "aggregate.yaml"
+        path.write_text(AGGREGATE_POLICY, encoding="utf-8")
+    engine = PolicyEngine(load_policy(path), services={"memory": sessions})
+    state = {"messages": [("human", "状态? status?")], "session_ids": ["A", "typo-A"]}
+    text = "\n".join(
+        str(m.content) for m in engine.compose(system_prompt="S", state=state).messages
+    )
+    assert "STORED-A" in text  # the stored session is restored and read
+    assert sessions.session_ids == ("A",)  # before: an empty 'typo-A' stayed open
+
+
+def test_ending_an_unknown_session_opens_none(tmp_path: Path) -> None:
+    sessions, _ = _stored_sessions(tmp_path)
+    sessions.end("never-seen")
+    assert "never-seen" not in sessions
+    sessions.end("A")  # a stored one is restored, so its L2 reaches the agent's L3
+    assert any("STORED-A" in item.content for item in sessions.agent_l3())
