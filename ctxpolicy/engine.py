@@ -485,8 +485,14 @@ class PolicyEngine:
     def __init__(self, policy: Policy, *, services: Mapping[str, Any] | None = None) -> None:
         if not isinstance(policy, Policy):
             raise TypeError(f"policy must be a ctxpolicy.Policy, got {type(policy).__name__}")
+        self._setup(policy, MappingProxyType(dict(services or {})))
+        warn_volatile_memory(policy, self._services)  # said now, not after a restart
+
+    def _setup(self, policy: Policy, services: Mapping[str, Any]) -> None:
+        """Work out everything the engine's calls need from ``policy`` (no warning: an
+        engine `_derived` from another was warned about as that one)."""
         self._policy = policy
-        self._services: Mapping[str, Any] = MappingProxyType(dict(services or {}))
+        self._services: Mapping[str, Any] = services
         self._plans: Mapping[str, LayerPlan] = MappingProxyType(
             {name: plan_layers(policy, name) for name in policy.processes}
         )
@@ -521,7 +527,6 @@ class PolicyEngine:
         if policy.default_process in plain:
             plain[None] = plain[policy.default_process]
         self._plain: Mapping[str | None, _ProcessFacts] = MappingProxyType(plain)
-        warn_volatile_memory(policy, self._services)  # said now, not after a restart
 
     @classmethod
     def from_file(
@@ -581,14 +586,7 @@ class PolicyEngine:
             raise TypeError(f"context_window must be an int, got {context_window!r}")
         if context_window <= 0:
             raise ValueError(f"context_window must be > 0, got {context_window}")
-        model = self._policy.model.model_copy(update={"context_window": context_window})
-        other = PolicyEngine(
-            self._policy.model_copy(update={"model": model}), services=self._services
-        )
-        other._recallers = self._recallers  # one index per recall layer, shared
-        other._memories = self._memories  # same layers: same tiered memories
-        other._recall_lock = self._recall_lock
-        return other
+        return self._derived({"context_window": context_window})
 
     def for_model_host(self) -> PolicyEngine:
         """The engine a host that hands the call to a chat model composes with
@@ -597,12 +595,19 @@ class PolicyEngine:
         and memories, are this engine's own (shared)."""
         if self._policy.model.system_messages != "auto":
             return self
-        model = self._policy.model.model_copy(update={"system_messages": "merge"})
-        other = PolicyEngine(
-            self._policy.model_copy(update={"model": model}), services=self._services
-        )
+        return self._derived({"system_messages": "merge"})
+
+    def _derived(self, model_update: Mapping[str, Any]) -> PolicyEngine:
+        """This engine with ``model_update`` applied to the policy's ``model`` section.
+
+        Same services; the recall indexes (one per layer), the memories it keeps and
+        their lock are shared, and nothing is warned again (this engine was).
+        """
+        model = self._policy.model.model_copy(update=dict(model_update))
+        other = type(self).__new__(type(self))
+        other._setup(self._policy.model_copy(update={"model": model}), self._services)
         other._recallers = self._recallers  # one index per recall layer, shared
-        other._memories = self._memories
+        other._memories = self._memories  # same layers: same tiered memories
         other._recall_lock = self._recall_lock
         return other
 
@@ -623,8 +628,6 @@ class PolicyEngine:
             self._policy.process(name)  # raises UnknownProcessError
             return plan_layers(self._policy, name)  # pragma: no cover - process exists
         return found
-
-    # ------------------------------------------------------------------ preparation
 
     # ------------------------------------------------------------------ preparation
 
