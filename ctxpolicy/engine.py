@@ -551,8 +551,8 @@ class PolicyEngine:
     def check_services(self) -> None:
         """Refuse an engine without the services its policy needs (docs/app-start.md).
 
-        A ``retriever``, ``memory`` (without ``tiers``) or ``skills`` layer with
-        ``on_error: fail`` needs its service, and a ``summarize`` history overflow the
+        A ``retriever``, ``memory`` (without ``tiers``), ``skills`` or ``aggregate``
+        layer with ``on_error: fail`` needs its service, and a ``summarize`` history overflow the
         ``summarizer``; `from_file` calls this, so a missing one fails at start-up, not
         on the first call that needs it. Services given only per call
         (``compose(services=...)``) or in state are not seen here: build such an engine

@@ -26,6 +26,14 @@ if TYPE_CHECKING:
     from ctxpolicy.policy import CollectorSpec, Policy
 
 
+#: The collector types that read the service their spec names (``spec.service``), so an
+#: engine built for a policy whose layer has ``on_error: fail`` must be given it
+#: (`ctxpolicy.collectors.needs`). ``tools`` is not one: hosts pass the tools per call.
+SERVICE_COLLECTORS: frozenset[str] = frozenset({"retriever", "memory", "skills", "aggregate"})
+#: Those of them that look the service up in state when no service has that name.
+STATE_SERVICE_COLLECTORS: frozenset[str] = SERVICE_COLLECTORS - {"retriever"}
+
+
 @dataclass(frozen=True, slots=True)
 class CollectRequest:
     """Everything a collector may look at for one layer of one call.

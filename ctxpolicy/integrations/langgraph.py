@@ -114,7 +114,7 @@ def init_context_engine(
             ``ValueError``).
         PolicyValidationError: the file is invalid.
         MissingServiceError: the policy needs a service ``services`` lacks (a retriever,
-            memory or skills layer with ``on_error: fail``, the ``summarizer`` of a
+            memory, skills or aggregate layer with ``on_error: fail``, the ``summarizer`` of a
             ``summarize`` overflow), named with its layer, key and ``file:line:col``.
     """
     if isinstance(policy, Policy):
