@@ -20,16 +20,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from ctxpolicy.collectors.base import lookup_service
 from ctxpolicy.collectors.memory import call_session_ids
 from ctxpolicy.memory.sessions import MemorySessions, render_context
 
 if TYPE_CHECKING:
     from ctxpolicy.collectors.base import CollectRequest
-
-
-def _service(request: CollectRequest, name: str) -> Any:
-    found = request.services.get(name)
-    return request.state.get(name) if found is None else found
 
 
 def collect_aggregate(request: CollectRequest) -> str | None:
@@ -41,7 +37,7 @@ def collect_aggregate(request: CollectRequest) -> str | None:
             mapping nor a callable.
     """
     spec: Any = request.spec
-    sessions = _service(request, spec.service)
+    sessions = lookup_service(request.services, request.state, spec.service)
     if sessions is None:
         raise LookupError(
             f"aggregate collector of layer {request.layer!r}: no service or state entry "
@@ -84,7 +80,7 @@ def _contexts(request: CollectRequest, name: str | None) -> Any:
     """
     if name is None:
         return {}
-    found = _service(request, name)
+    found = lookup_service(request.services, request.state, name)
     if found is None:
         raise LookupError(
             f"aggregate collector of layer {request.layer!r}: no contexts service {name!r}"

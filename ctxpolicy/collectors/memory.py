@@ -28,6 +28,7 @@ import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from ctxpolicy.collectors.base import lookup_service
 from ctxpolicy.collectors.items import ItemsText
 from ctxpolicy.layers import MemoryStrategy
 from ctxpolicy.memory.sessions import MemoryNotDurableWarning, MemorySessions, current_thread_id
@@ -54,9 +55,7 @@ def resolve_memory(request: CollectRequest, name: str) -> TieredMemory | MemoryS
         LookupError: neither the services nor the state hold ``name``.
         TypeError: the value is not a memory.
     """
-    value: Any = request.services.get(name)
-    if value is None:
-        value = request.state.get(name)
+    value = lookup_service(request.services, request.state, name)
     if value is None:
         raise LookupError(
             f"memory collector of layer {request.layer!r}: no service or state entry {name!r} "
@@ -240,9 +239,7 @@ def check_sessions_active(
     if state.get("session_ids"):  # the call aggregates the sessions it names
         return
     for spec in specs:
-        memory: Any = services.get(spec.service)
-        if memory is None:
-            memory = state.get(spec.service)
+        memory = lookup_service(services, state, spec.service)
         current = _current_session(memory, state, thread_id)
         if current is not None:
             memory.check_active(current)
