@@ -31,8 +31,9 @@ import json
 import os
 import re
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.runnables import RunnableConfig
@@ -375,36 +376,29 @@ def agent_node(
         DroppedStateKeyError: ``schema`` lacks a state key the policy reads or persists
             (LangGraph would drop it; at build time).
     """
-    engine.policy.process(process)
-    _check_contexts_arg(engine, process, contexts)
-    engine = engine.for_model_host()  # system_messages auto: one SystemMessage
-    graph_schema = _schema_of(engine, schema)
-    tools = _agent_tools(engine, process, tools)
-    runnable = _bind(model, tools)
+    turn = _AgentTurn.build(
+        engine,
+        name=name,
+        system_prompt=system_prompt,
+        process=process,
+        tools=tools,
+        schema=schema,
+        contexts=contexts,
+    )
+    runnable = _bind(model, turn.tools)
 
     def node(state: Any, config: RunnableConfig) -> dict[str, Any]:
-        sb = StateBuilder(state, engine.policy, schema=graph_schema)
-        if _checkpoint_turn(engine, process) and _turn_answered(sb, name=name):
-            return {}  # a completed turn submitted again: nothing to add
-        query = _agent_query(engine, sb, name=name, process=process)
+        sb, started = turn.start(state, config)
+        if not isinstance(started, _Compose):
+            return started  # a completed turn submitted again: nothing to add
         try:
-            result = _compose(
-                engine,
-                sb,
-                _strategy_state(state, config),
-                name=name,
-                process=process,
-                system_prompt=system_prompt,
-                query=query,
-                tools=tools,
-                on_compose=on_compose,
-                thread_id=_thread_id(config),
-                contexts=_call_contexts(contexts, state),
-            )
+            result = turn.engine.compose(**started.kwargs)
         except SessionInactiveError as refused:
             return _refuse_turn(sb, refused)
+        if on_compose is not None:
+            on_compose(name, result)
         raw = runnable.invoke(result.messages, config)
-        return _record_turn(engine, sb, result, raw, name=name, config=config, user_input=query)
+        return turn.record(sb, result, raw, config=config, query=started.query)
 
     node.__name__ = f"agent_{name}"
     return node
@@ -426,46 +420,118 @@ def aagent_node(
 
     Same arguments, steps and guarantees as `agent_node`; use it with ``graph.ainvoke``.
     """
-    engine.policy.process(process)
-    _check_contexts_arg(engine, process, contexts)
-    engine = engine.for_model_host()  # system_messages auto: one SystemMessage
-    graph_schema = _schema_of(engine, schema)
-    tools = _agent_tools(engine, process, tools)
-    runnable = _bind(model, tools)
+    turn = _AgentTurn.build(
+        engine,
+        name=name,
+        system_prompt=system_prompt,
+        process=process,
+        tools=tools,
+        schema=schema,
+        contexts=contexts,
+    )
+    runnable = _bind(model, turn.tools)
 
     async def node(state: Any, config: RunnableConfig) -> dict[str, Any]:
-        sb = StateBuilder(state, engine.policy, schema=graph_schema)
-        if _checkpoint_turn(engine, process) and _turn_answered(sb, name=name):
-            return {}  # a completed turn submitted again: nothing to add
-        query = _agent_query(engine, sb, name=name, process=process)
+        sb, started = turn.start(state, config)
+        if not isinstance(started, _Compose):
+            return started  # a completed turn submitted again: nothing to add
         try:
-            result = await engine.acompose(
-                **_compose_args(
-                    engine,
-                    sb,
-                    _strategy_state(state, config),
-                    process=process,
-                    system_prompt=system_prompt,
-                    query=query,
-                    tools=tools,
-                    thread_id=_thread_id(config),
-                    contexts=_call_contexts(contexts, state),
-                )
-            )
+            result = await turn.engine.acompose(**started.kwargs)
         except SessionInactiveError as refused:
             return _refuse_turn(sb, refused)
         if on_compose is not None:
             on_compose(name, result)
         raw = await runnable.ainvoke(result.messages, config)
-        return _record_turn(engine, sb, result, raw, name=name, config=config, user_input=query)
+        return turn.record(sb, result, raw, config=config, query=started.query)
 
     node.__name__ = f"agent_{name}"
     return node
 
 
-def _checkpoint_turn(engine: PolicyEngine, process: str) -> bool:
-    """Whether a call of ``process`` answers the history's last HumanMessage (its turn)."""
-    return engine.plan(process).query_path == "checkpoint"
+class _Compose(NamedTuple):
+    """What an agent turn composes with: `PolicyEngine.compose`'s arguments, its query."""
+
+    kwargs: dict[str, Any]
+    query: str | None
+
+
+@dataclass(frozen=True)
+class _AgentTurn:
+    """One `agent_node`'s (or `aagent_node`'s) settings, worked out when it is built: the
+    steps before and after the model call both share."""
+
+    engine: PolicyEngine
+    name: str
+    system_prompt: str
+    process: str
+    tools: Sequence[Any] | None
+    graph_schema: type[Any]
+    contexts: ContextsArg | None
+    #: whether the process takes its query at runtime (``routing.assigned_task``)
+    runtime: bool
+
+    @classmethod
+    def build(
+        cls,
+        engine: PolicyEngine,
+        *,
+        name: str,
+        system_prompt: str,
+        process: str,
+        tools: Sequence[Any] | str | None,
+        schema: type[Any] | None,
+        contexts: ContextsArg | None,
+    ) -> _AgentTurn:
+        """Check the node's arguments (see `agent_node`'s Raises) and settle them."""
+        engine.policy.process(process)
+        _check_contexts_arg(engine, process, contexts)
+        engine = engine.for_model_host()  # system_messages auto: one SystemMessage
+        return cls(
+            engine=engine,
+            name=name,
+            system_prompt=system_prompt,
+            process=process,
+            tools=_agent_tools(engine, process, tools),
+            graph_schema=_schema_of(engine, schema),
+            contexts=contexts,
+            runtime=engine.plan(process).query_path == "runtime",
+        )
+
+    def start(
+        self, state: Any, config: RunnableConfig
+    ) -> tuple[StateBuilder, _Compose | dict[str, Any]]:
+        """The turn's `StateBuilder`, and either its compose arguments or the patch it ends
+        with before composing (a completed turn submitted again: empty)."""
+        sb = StateBuilder(state, self.engine.policy, schema=self.graph_schema)
+        if not self.runtime and _turn_answered(sb, name=self.name):
+            return sb, {}
+        query = _agent_query(sb, name=self.name, process=self.process) if self.runtime else None
+        kwargs = _compose_args(
+            self.engine,
+            sb,
+            _strategy_state(state, config),
+            process=self.process,
+            system_prompt=self.system_prompt,
+            query=query,
+            tools=self.tools,
+            thread_id=_thread_id(config),
+            contexts=_call_contexts(self.contexts, state),
+        )
+        return sb, _Compose(kwargs, query)
+
+    def record(
+        self,
+        sb: StateBuilder,
+        result: ComposeResult,
+        raw: Any,
+        *,
+        config: RunnableConfig,
+        query: str | None,
+    ) -> dict[str, Any]:
+        """The turn's patch after the model answered (`_record_turn`)."""
+        return _record_turn(
+            self.engine, sb, result, raw, name=self.name, config=config, user_input=query
+        )
 
 
 def _turn_answered(sb: StateBuilder, *, name: str) -> bool:
@@ -497,9 +563,12 @@ def _user_goal(sb: StateBuilder) -> bool:
     return not sb.routing.snapshot().assigned_task
 
 
-def _agent_query(engine: PolicyEngine, sb: StateBuilder, *, name: str, process: str) -> str | None:
-    if engine.plan(process).query_path != "runtime":
-        return None
+def _agent_query(sb: StateBuilder, *, name: str, process: str) -> str:
+    """The runtime query of an agent turn: ``routing.assigned_task``.
+
+    Raises:
+        QueryPathError: no task is assigned.
+    """
     query = sb.routing.snapshot().assigned_task
     if not query:
         raise QueryPathError(
