@@ -301,6 +301,12 @@ def _collected_layers(policy: Policy, plan: LayerPlan) -> tuple[_CollectedLayer,
     )
 
 
+#: The collector types whose text is whole items a later layer may show again.
+_ITEM_COLLECTORS = frozenset({"memory", "agent_outputs"})
+#: The collector types that read the sessions of the call's thread.
+_THREAD_COLLECTORS = frozenset({"memory", "aggregate"})
+
+
 class _ProcessFacts(NamedTuple):
     """What every call of one process needs from its plan (worked out once, see `_facts`)."""
 
@@ -337,6 +343,14 @@ class _ProcessFacts(NamedTuple):
     next_turns: bool
     #: whether a ``files`` layer's root names the call's thread (``data/{thread_id}``)
     thread_roots: bool = False
+    #: the specs of the memory layers among ``collected`` (a call checks their session)
+    memory_specs: tuple[CollectorSpec, ...] = ()
+    #: whether two or more collected layers give whole items (memory, agent outputs), so
+    #: one item may show twice (`unique_items`)
+    unique_items: bool = False
+    #: whether a call given no thread id asks the LangGraph run for one: recall layers,
+    #: memories the engine keeps, a thread root, memory or aggregate layers read by thread
+    asks_thread: bool = False
 
 
 def _plain_input(policy: Policy) -> bool:
@@ -358,6 +372,7 @@ def _facts(policy: Policy, plan: LayerPlan, tiered_services: Mapping[str, str]) 
     plain_input = _plain_input(policy)
     collected = _collected_layers(policy, plan)
     tiered = tuple(name for name in tiered_services if plan.includes(name))
+    thread_roots = _thread_roots(collected)
     return _ProcessFacts(
         collected=collected,
         recall_layers=recall_layers,
@@ -374,8 +389,34 @@ def _facts(policy: Policy, plan: LayerPlan, tiered_services: Mapping[str, str]) 
         extras=ReportExtras(warnings=(warning,)) if warning else NO_EXTRAS,
         plain=plain_input and not (collected or recall_layers or can_summarize or tiered),
         next_turns=_plain_next_turns(plan),
-        thread_roots=_thread_roots(collected),
+        thread_roots=thread_roots,
+        memory_specs=_memory_specs(collected),
+        unique_items=_count_types(collected, _ITEM_COLLECTORS) > 1,
+        asks_thread=_asks_thread(collected, recall_layers, tiered, thread_roots),
     )
+
+
+def _count_types(collected: tuple[_CollectedLayer, ...], types: frozenset[str]) -> int:
+    """How many layers of ``collected`` a collector of one of ``types`` fills."""
+    return sum(spec.type in types for _, spec, _, _ in collected)
+
+
+def _memory_specs(collected: tuple[_CollectedLayer, ...]) -> tuple[CollectorSpec, ...]:
+    """The specs of the memory layers among ``collected``."""
+    return tuple(spec for _, spec, _, _ in collected if spec.type == "memory")
+
+
+def _asks_thread(
+    collected: tuple[_CollectedLayer, ...],
+    recall_layers: tuple[PlannedLayer, ...],
+    tiered: tuple[str, ...],
+    thread_roots: bool,
+) -> bool:
+    """Whether a call asks for its thread: it has recall layers, memories the engine
+    keeps, a thread root, or a layer that reads the thread's sessions."""
+    if recall_layers or tiered or thread_roots:
+        return True
+    return _count_types(collected, _THREAD_COLLECTORS) > 0
 
 
 def _thread_roots(collected: tuple[_CollectedLayer, ...]) -> bool:
@@ -485,8 +526,14 @@ class PolicyEngine:
     def __init__(self, policy: Policy, *, services: Mapping[str, Any] | None = None) -> None:
         if not isinstance(policy, Policy):
             raise TypeError(f"policy must be a ctxpolicy.Policy, got {type(policy).__name__}")
+        self._setup(policy, MappingProxyType(dict(services or {})))
+        warn_volatile_memory(policy, self._services)  # said now, not after a restart
+
+    def _setup(self, policy: Policy, services: Mapping[str, Any]) -> None:
+        """Work out everything the engine's calls need from ``policy`` (no warning: an
+        engine `_derived` from another was warned about as that one)."""
         self._policy = policy
-        self._services: Mapping[str, Any] = MappingProxyType(dict(services or {}))
+        self._services: Mapping[str, Any] = services
         self._plans: Mapping[str, LayerPlan] = MappingProxyType(
             {name: plan_layers(policy, name) for name in policy.processes}
         )
@@ -521,7 +568,6 @@ class PolicyEngine:
         if policy.default_process in plain:
             plain[None] = plain[policy.default_process]
         self._plain: Mapping[str | None, _ProcessFacts] = MappingProxyType(plain)
-        warn_volatile_memory(policy, self._services)  # said now, not after a restart
 
     @classmethod
     def from_file(
@@ -546,8 +592,8 @@ class PolicyEngine:
     def check_services(self) -> None:
         """Refuse an engine without the services its policy needs (docs/app-start.md).
 
-        A ``retriever``, ``memory`` (without ``tiers``) or ``skills`` layer with
-        ``on_error: fail`` needs its service, and a ``summarize`` history overflow the
+        A ``retriever``, ``memory`` (without ``tiers``), ``skills`` or ``aggregate``
+        layer with ``on_error: fail`` needs its service, and a ``summarize`` history overflow the
         ``summarizer``; `from_file` calls this, so a missing one fails at start-up, not
         on the first call that needs it. Services given only per call
         (``compose(services=...)``) or in state are not seen here: build such an engine
@@ -581,14 +627,7 @@ class PolicyEngine:
             raise TypeError(f"context_window must be an int, got {context_window!r}")
         if context_window <= 0:
             raise ValueError(f"context_window must be > 0, got {context_window}")
-        model = self._policy.model.model_copy(update={"context_window": context_window})
-        other = PolicyEngine(
-            self._policy.model_copy(update={"model": model}), services=self._services
-        )
-        other._recallers = self._recallers  # one index per recall layer, shared
-        other._memories = self._memories  # same layers: same tiered memories
-        other._recall_lock = self._recall_lock
-        return other
+        return self._derived({"context_window": context_window})
 
     def for_model_host(self) -> PolicyEngine:
         """The engine a host that hands the call to a chat model composes with
@@ -597,12 +636,19 @@ class PolicyEngine:
         and memories, are this engine's own (shared)."""
         if self._policy.model.system_messages != "auto":
             return self
-        model = self._policy.model.model_copy(update={"system_messages": "merge"})
-        other = PolicyEngine(
-            self._policy.model_copy(update={"model": model}), services=self._services
-        )
+        return self._derived({"system_messages": "merge"})
+
+    def _derived(self, model_update: Mapping[str, Any]) -> PolicyEngine:
+        """This engine with ``model_update`` applied to the policy's ``model`` section.
+
+        Same services; the recall indexes (one per layer), the memories it keeps and
+        their lock are shared, and nothing is warned again (this engine was).
+        """
+        model = self._policy.model.model_copy(update=dict(model_update))
+        other = type(self).__new__(type(self))
+        other._setup(self._policy.model_copy(update={"model": model}), self._services)
         other._recallers = self._recallers  # one index per recall layer, shared
-        other._memories = self._memories
+        other._memories = self._memories  # same layers: same tiered memories
         other._recall_lock = self._recall_lock
         return other
 
@@ -623,8 +669,6 @@ class PolicyEngine:
             self._policy.process(name)  # raises UnknownProcessError
             return plan_layers(self._policy, name)  # pragma: no cover - process exists
         return found
-
-    # ------------------------------------------------------------------ preparation
 
     # ------------------------------------------------------------------ preparation
 
@@ -704,21 +748,18 @@ class PolicyEngine:
         state: Mapping[str, Any],
         history: Sequence[BaseMessage],
         thread_id: str | None,
-        recall: bool,
-    ) -> tuple[Mapping[str, Any], str | None]:
-        """The call's services (with the memories the engine keeps) and its thread id."""
+    ) -> Mapping[str, Any]:
+        """The call's services, with the memories the engine keeps."""
         merged = self._merged_services(services)
         tiered = self._facts[plan.process].tiered
-        if not recall and not tiered:  # no recall, no memory to keep: the thread is not asked
-            return merged, thread_id
+        if not tiered:
+            return merged
         owned = [
             name for name in tiered if name not in skip and self._owns_memory(name, merged, state)
         ]
-        if (recall or owned) and thread_id is None:
-            thread_id = _langgraph_thread_id()
         if owned:
             merged = self._with_owned_memories(owned, merged, history, thread_id=thread_id)
-        return merged, thread_id
+        return merged
 
     def _prepare(
         self,
@@ -742,24 +783,22 @@ class PolicyEngine:
         stored = _stored_history(facts.takes_history, state, checkpoint_messages)
         given = self._input(plan, stored, query, plain=facts.plain_input)
         _check_thread_id(thread_id)
+        if thread_id is None and facts.asks_thread:  # once: memories, sessions, collectors
+            thread_id = _langgraph_thread_id()
         recall_layers, reserved = facts.recall_layers, facts.reserved
         if overrides and recall_layers:  # a recall layer given at runtime is not recalled
             recall_layers = tuple(layer for layer in recall_layers if layer.name not in overrides)
             reserved = frozenset(layer.name for layer in recall_layers)
-        merged, thread_id = self._call_services(
+        merged = self._call_services(
             plan,
             services=services,
             skip=overrides,
             state=state,
             history=given.history,
             thread_id=thread_id,
-            recall=bool(recall_layers),
         )
-        if thread_id is None and facts.thread_roots:
-            thread_id = _langgraph_thread_id()
-        sessions = [spec for _, spec, _, _ in facts.collected if spec.type == "memory"]
-        if sessions:  # a paused or ended session's turn: refused before any model call
-            check_sessions_active(sessions, merged, state, thread_id=thread_id)
+        if facts.memory_specs:  # a paused or ended session's turn: refused before any model call
+            check_sessions_active(facts.memory_specs, merged, state, thread_id=thread_id)
         warning = facts.summarize_warning
         # positional (in field order): a frozen dataclass sets keyword arguments more slowly
         inputs = ComposeCall(
@@ -822,7 +861,8 @@ class PolicyEngine:
             values[outcome.layer] = outcome.text
             if outcome.text:
                 sources[outcome.layer] = "collector"
-        if len(values) > 1:  # one item once per prompt: the earlier layer keeps it
+        # one item once per prompt: the earlier layer keeps it
+        if len(values) > 1 and self._facts[call.inputs.plan.process].unique_items:
             values = unique_items(call.inputs.plan.names, values)
             sources = {k: v for k, v in sources.items() if values.get(k)}
         for key, value in call.inputs.contexts.items():

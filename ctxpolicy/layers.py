@@ -24,6 +24,9 @@ EXPERIENCE: Final = "experience__context"
 KNOWLEDGE: Final = "knowledge__context"
 TODO: Final = "todo__context"
 COMPRESSION: Final = "compression__context"
+#: The service a ``summarize`` history overflow calls to fill `COMPRESSION`
+#: (`ctxpolicy.summarize.SUMMARIZER_SERVICE`).
+SUMMARIZER_SERVICE: Final = "summarizer"
 
 BLOCK_SUFFIX: Final = "__context"
 BLOCK_LAYER_PATTERN: Final = r"^[a-z][a-z0-9_]*__context$"

@@ -18,7 +18,7 @@ from langchain_core.runnables import Runnable
 
 from ctxpolicy.collectors.run import run_awaitable
 from ctxpolicy.errors import CollectorError
-from ctxpolicy.layers import COMPRESSION
+from ctxpolicy.layers import COMPRESSION, SUMMARIZER_SERVICE
 
 __all__ = [
     "MAX_SUMMARY_PASSES",
@@ -33,8 +33,6 @@ __all__ = [
 
 #: Summaries made per call at most; later overflow falls back to ``drop_oldest``.
 MAX_SUMMARY_PASSES = 3
-#: The service name of the history summarizer.
-SUMMARIZER_SERVICE = "summarizer"
 
 SUMMARY_INSTRUCTIONS = (
     "You maintain the running summary of a conversation between a user, an AI agent and "

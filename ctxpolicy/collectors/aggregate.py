@@ -6,41 +6,26 @@ contexts')::
     sessions__context:
       collector: {type: aggregate, service: memory, contexts: session_states}
 
-The sessions are the state's ``session_ids`` (else ``session_id``, else the running
-LangGraph thread): a call reads the sessions it names and no other. Each gives its
-persisted ``__context`` layers (read from the ``contexts`` service: a mapping session id
--> state, or a callable) and its memory (the ``service`` `MemorySessions`; with a store,
-a session not open in this process is restored from it); `MemorySessions.aggregate_context`
-ranks, de-duplicates and packs them into the layer's cap.
+The sessions are the state's ``session_ids`` (else ``session_id``, else the call's
+thread: `call_session_ids`): a call reads the sessions it names and no other. Each gives
+its persisted ``__context`` layers (read from the ``contexts`` service: a mapping session
+id -> state, or a callable) and its memory (the ``service`` `MemorySessions`; a session
+not open in this process is restored from the store when it holds it, an unknown one
+opens nothing); `MemorySessions.aggregate_context` ranks, de-duplicates and packs them
+into the layer's cap.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from ctxpolicy.memory.sessions import MemorySessions, current_thread_id, render_context
+from ctxpolicy.collectors.base import lookup_service
+from ctxpolicy.collectors.memory import call_session_ids
+from ctxpolicy.memory.sessions import MemorySessions, render_context
 
 if TYPE_CHECKING:
     from ctxpolicy.collectors.base import CollectRequest
-
-
-def _service(request: CollectRequest, name: str) -> Any:
-    found = request.services.get(name)
-    return request.state.get(name) if found is None else found
-
-
-def aggregate_session_ids(state: Mapping[str, Any]) -> list[str] | None:
-    """The sessions a call aggregates: state ``session_ids``, else ``session_id``, else the
-    running LangGraph thread (None: none named and no thread)."""
-    ids = state.get("session_ids")
-    if isinstance(ids, Sequence) and not isinstance(ids, str):
-        return [str(i) for i in ids]
-    one = state.get("session_id")
-    if isinstance(one, str) and one:
-        return [one]
-    thread = current_thread_id()
-    return None if thread is None else [thread]
 
 
 def collect_aggregate(request: CollectRequest) -> str | None:
@@ -52,7 +37,7 @@ def collect_aggregate(request: CollectRequest) -> str | None:
             mapping nor a callable.
     """
     spec: Any = request.spec
-    sessions = _service(request, spec.service)
+    sessions = lookup_service(request.services, request.state, spec.service)
     if sessions is None:
         raise LookupError(
             f"aggregate collector of layer {request.layer!r}: no service or state entry "
@@ -63,16 +48,14 @@ def collect_aggregate(request: CollectRequest) -> str | None:
             f"aggregate collector of layer {request.layer!r}: {spec.service!r} must be a "
             f"MemorySessions, got {type(sessions).__name__}"
         )
-    ids = aggregate_session_ids(request.state)
+    ids = call_session_ids(request.state, request.thread_id)
     if ids is None:
         raise LookupError(
             f"aggregate collector of layer {request.layer!r}: name the sessions (state "
-            "'session_ids' or 'session_id'), or run inside a LangGraph thread"
+            "'session_ids' or 'session_id'), or give the call a thread (compose(thread_id=...) "
+            "or a LangGraph thread)"
         )
     contexts = _contexts(request, spec.contexts)
-    if sessions.store is not None:
-        for sid in ids:
-            sessions.session(sid)  # restored from the store when this process has not yet
     if request.cap_tokens <= 0:
         return None
     pieces = sessions.aggregate_context(
@@ -97,7 +80,7 @@ def _contexts(request: CollectRequest, name: str | None) -> Any:
     """
     if name is None:
         return {}
-    found = _service(request, name)
+    found = lookup_service(request.services, request.state, name)
     if found is None:
         raise LookupError(
             f"aggregate collector of layer {request.layer!r}: no contexts service {name!r}"
@@ -110,4 +93,4 @@ def _contexts(request: CollectRequest, name: str | None) -> Any:
     return found
 
 
-__all__ = ["aggregate_session_ids", "collect_aggregate"]
+__all__ = ["collect_aggregate"]

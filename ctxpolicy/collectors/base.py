@@ -26,6 +26,22 @@ if TYPE_CHECKING:
     from ctxpolicy.policy import CollectorSpec, Policy
 
 
+#: The collector types that read the service their spec names (``spec.service``), so an
+#: engine built for a policy whose layer has ``on_error: fail`` must be given it
+#: (`ctxpolicy.collectors.needs`). ``tools`` is not one: hosts pass the tools per call.
+SERVICE_COLLECTORS: frozenset[str] = frozenset({"retriever", "memory", "skills", "aggregate"})
+#: Those of them that look the service up in state when no service has that name.
+STATE_SERVICE_COLLECTORS: frozenset[str] = SERVICE_COLLECTORS - {"retriever"}
+
+
+def lookup_service(services: Mapping[str, Any], state: Mapping[str, Any], name: str) -> Any:
+    """Service ``name`` of a call: the call's services first, then the state's entry of that
+    name (`STATE_SERVICE_COLLECTORS`); None when neither holds one (the caller says why
+    it needs it)."""
+    found = services.get(name)
+    return state.get(name) if found is None else found
+
+
 @dataclass(frozen=True, slots=True)
 class CollectRequest:
     """Everything a collector may look at for one layer of one call.

@@ -8,9 +8,10 @@ Policy::
 
 The service (looked up in the engine's services, then in state under the same name) is a
 `TieredMemory`, its `TieredMemory.to_data` output, or a `MemorySessions`. For sessions,
-state ``session_ids`` (a list) or ``session_id`` picks the sessions to aggregate; else,
-inside a graph, the running thread's session (a thread never reads the L1 of sessions it
-did not name); outside a graph, every open session. The search query is the call's
+state ``session_ids`` (a list) or ``session_id`` picks the sessions to aggregate; else
+the call's thread's session (``compose(thread_id=)``, else the running LangGraph thread:
+a thread never reads the L1 of sessions it did not name); with no thread, every open
+session. The search query is the call's
 query, else the newest L1 item.
 
 A strategy (or ``shares``) packs whole items by token shares of the layer's cap (see
@@ -27,6 +28,7 @@ import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from ctxpolicy.collectors.base import lookup_service
 from ctxpolicy.collectors.items import ItemsText
 from ctxpolicy.layers import MemoryStrategy
 from ctxpolicy.memory.sessions import MemoryNotDurableWarning, MemorySessions, current_thread_id
@@ -53,9 +55,7 @@ def resolve_memory(request: CollectRequest, name: str) -> TieredMemory | MemoryS
         LookupError: neither the services nor the state hold ``name``.
         TypeError: the value is not a memory.
     """
-    value: Any = request.services.get(name)
-    if value is None:
-        value = request.state.get(name)
+    value = lookup_service(request.services, request.state, name)
     if value is None:
         raise LookupError(
             f"memory collector of layer {request.layer!r}: no service or state entry {name!r} "
@@ -71,23 +71,37 @@ def resolve_memory(request: CollectRequest, name: str) -> TieredMemory | MemoryS
     )
 
 
-def _session_ids(state: Mapping[str, Any]) -> Sequence[str] | None:
+def _own_session(state: Mapping[str, Any], thread_id: str | None) -> str | None:
+    """State ``session_id``, else the call's thread (``thread_id``, else the LangGraph
+    thread the call runs in); None when there is neither."""
+    one = state.get("session_id")
+    if isinstance(one, str) and one:
+        return one
+    return thread_id if thread_id is not None else current_thread_id()
+
+
+def call_session_ids(state: Mapping[str, Any], thread_id: str | None = None) -> list[str] | None:
+    """The sessions a call reads: state ``session_ids``, else ``session_id``, else the
+    call's thread (``thread_id``, else the running LangGraph thread); None: none named
+    and no thread (then a `MemorySessions` layer reads every open session)."""
     ids = state.get("session_ids")
     if isinstance(ids, Sequence) and not isinstance(ids, str):
         return [str(i) for i in ids]
-    one = state.get("session_id")
-    return [one] if isinstance(one, str) else None
+    own = _own_session(state, thread_id)
+    return None if own is None else [own]
 
 
-def _current_session(memory: Any, state: Mapping[str, Any]) -> str | None:
+def _current_session(
+    memory: Any, state: Mapping[str, Any], thread_id: str | None = None
+) -> str | None:
     """The session of this call for agent-scoped `MemorySessions` (``agent=`` given):
-    state ``session_id``, else the LangGraph thread; None otherwise."""
+    state ``session_id``, else the call's thread; None otherwise (also when the state
+    names ``session_ids``: the call aggregates those)."""
     if not isinstance(memory, MemorySessions) or memory.agent is None:
         return None
     if state.get("session_ids"):
         return None
-    one = state.get("session_id")
-    return one if isinstance(one, str) and one else current_thread_id()
+    return _own_session(state, thread_id)
 
 
 def call_strategy(state: Mapping[str, Any]) -> MemoryStrategy | None:
@@ -132,7 +146,7 @@ def _session_candidates(
     session's L1/L2, the agent's L3, global L4 hits), else the aggregate of the
     state's sessions (none named: the running thread's, outside a graph every open one)."""
     spec: Any = request.spec
-    current = _current_session(memory, request.state)
+    current = _current_session(memory, request.state, request.thread_id)
     if current is not None and spec.tier is None:
         return memory.scoped(
             current,
@@ -143,11 +157,10 @@ def _session_candidates(
             shares=shares,
             limit=spec.limit,
         )
-    ids = _session_ids(request.state)
-    if ids is None and (thread := current_thread_id()) is not None:
-        ids = [thread]  # inside a graph: the thread's own session, never every open one
+    # with a thread: its own session, never every open one
+    ids = call_session_ids(request.state, request.thread_id)
     return memory.aggregate(
-        [i for i in ids if i in memory] if ids is not None else None,
+        memory.restore_sessions(ids) if ids is not None else None,  # unknown ids: none
         strategy=strategy,
         tier=spec.tier,
         query=request.query,
@@ -217,21 +230,19 @@ def check_sessions_active(
     """Refuse a call of a paused or ended session before anything runs (docs/memory.md,
     'Scopes and lifecycle'): for each memory layer (``specs``) reading an agent's
     `MemorySessions`, the call's session (state ``session_id``, else ``thread_id``, else
-    the LangGraph thread) must be active, or the turn it composes for could not be
-    recorded.
+    the LangGraph thread: `_current_session`, the session the collector reads) must be
+    active, or the turn it composes for could not be recorded.
 
     Raises:
         SessionInactiveError: the session is paused or ended (a ``ValueError``).
     """
+    if state.get("session_ids"):  # the call aggregates the sessions it names
+        return
     for spec in specs:
-        memory = services.get(spec.service)
-        if memory is None:
-            memory = state.get(spec.service)
-        if isinstance(memory, MemorySessions) and memory.agent is not None:
-            named = state.get("session_id") or thread_id
-            current = named if isinstance(named, str) else _current_session(memory, state)
-            if current is not None and not state.get("session_ids"):
-                memory.check_active(current)
+        memory = lookup_service(services, state, spec.service)
+        current = _current_session(memory, state, thread_id)
+        if current is not None:
+            memory.check_active(current)
 
 
 def warn_volatile_memory(policy: Policy, services: Mapping[str, Any]) -> None:

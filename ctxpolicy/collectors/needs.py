@@ -1,8 +1,9 @@
 """The runtime services a policy needs, checked when the engine is built.
 
-A ``retriever``, ``memory`` or ``skills`` collector with ``on_error: fail`` reads a service
-by name, and a ``summarize`` history overflow needs the ``summarizer`` service. Without
-them the first call that needs one fails, possibly hours into production; so the engine,
+A ``retriever``, ``memory``, ``skills`` or ``aggregate`` collector with ``on_error: fail``
+reads a service by name (`SERVICE_COLLECTORS`; an ``aggregate`` one also its ``contexts``),
+and a ``summarize`` history overflow needs the ``summarizer`` service. Without them the
+first call that needs one fails, possibly hours into production; so the engine,
 when built from a policy file, names every missing one at once, each with its layer, the
 policy key and the ``file:line:col`` that asked for it (docs/app-start.md, 'Services the
 policy needs'). A layer with ``on_error: skip`` may run without its service (each call
@@ -14,17 +15,13 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from ctxpolicy.collectors.base import SERVICE_COLLECTORS
 from ctxpolicy.diagnostics import JsonPath, PolicyIssue, format_path, locate
-from ctxpolicy.layers import CHECKPOINT_MESSAGES, COMPRESSION
+from ctxpolicy.layers import CHECKPOINT_MESSAGES, COMPRESSION, SUMMARIZER_SERVICE
 
 if TYPE_CHECKING:
     from ctxpolicy.plan import LayerPlan
     from ctxpolicy.policy import Policy
-
-#: The service the ``summarize`` overflow calls (`ctxpolicy.summarize.SUMMARIZER_SERVICE`).
-SUMMARIZER = "summarizer"
-#: The collector types that read a named service (``spec.service``).
-SERVICE_COLLECTORS = frozenset({"retriever", "memory", "skills"})
 
 
 class NeededService(NamedTuple):
@@ -41,30 +38,40 @@ def needed_services(policy: Policy, plans: Mapping[str, LayerPlan]) -> Iterator[
     seen: set[tuple[str, str]] = set()
     for plan in plans.values():
         for layer in plan.layers:
-            need = _layer_need(policy, layer.name, layer.collector)
-            if need is None and layer.name == CHECKPOINT_MESSAGES:
-                need = _summarizer_need(plan, layer.overflow)
-            if need is not None and (need.service, need.layer) not in seen:
-                seen.add((need.service, need.layer))
-                yield need
+            needs = _layer_needs(policy, layer.name, layer.collector)
+            if layer.name == CHECKPOINT_MESSAGES:
+                needs = _summarizer_need(plan, layer.overflow)
+            for need in needs:
+                if (need.service, need.layer) not in seen:
+                    seen.add((need.service, need.layer))
+                    yield need
 
 
-def _layer_need(policy: Policy, name: str, spec: Any) -> NeededService | None:
-    """What a block layer's collector needs (None: nothing, or it may run without)."""
+def _layer_needs(policy: Policy, name: str, spec: Any) -> tuple[NeededService, ...]:
+    """What a block layer's collector needs (none: nothing, or it may run without): its
+    ``service``, and the ``contexts`` service an ``aggregate`` collector names."""
     if spec is None or spec.type not in SERVICE_COLLECTORS or spec.on_error != "fail":
-        return None
+        return ()
     if spec.type == "memory" and spec.tiers is not None:
-        return None  # the engine keeps this memory itself when no service is given
-    given = ("layers", name, "collector", "service")
-    key = given if given in policy._sourcemap else ("layers", name, "collector")
-    return NeededService(spec.service, name, key, f"a {spec.type} collector")
+        return ()  # the engine keeps this memory itself when no service is given
+    what = f"{'an' if spec.type[0] in 'aeiou' else 'a'} {spec.type} collector"
+    needs = [NeededService(spec.service, name, _key(policy, name, "service"), what)]
+    if spec.type == "aggregate" and spec.contexts is not None:
+        needs.append(NeededService(spec.contexts, name, _key(policy, name, "contexts"), what))
+    return tuple(needs)
 
 
-def _summarizer_need(plan: LayerPlan, overflow: str) -> NeededService | None:
+def _key(policy: Policy, layer: str, field: str) -> JsonPath:
+    """The policy key of a collector's ``field`` (the collector's, when it is a default)."""
+    given = ("layers", layer, "collector", field)
+    return given if given in policy._sourcemap else ("layers", layer, "collector")
+
+
+def _summarizer_need(plan: LayerPlan, overflow: str) -> tuple[NeededService, ...]:
     if overflow != "summarize" or not plan.includes(COMPRESSION):
-        return None  # without compression__context the overflow falls back to drop_oldest
+        return ()  # without compression__context the overflow falls back to drop_oldest
     key = ("layers", CHECKPOINT_MESSAGES, "overflow")
-    return NeededService(SUMMARIZER, CHECKPOINT_MESSAGES, key, "overflow 'summarize'")
+    return (NeededService(SUMMARIZER_SERVICE, CHECKPOINT_MESSAGES, key, "overflow 'summarize'"),)
 
 
 def missing_services(
@@ -78,7 +85,7 @@ def missing_services(
         if need.service in services:
             continue
         where = locate(policy._sourcemap, need.key, default=default_file)
-        skip = "" if need.service == SUMMARIZER else " or set the layer's on_error: skip"
+        skip = "" if need.service == SUMMARIZER_SERVICE else " or set the layer's on_error: skip"
         message = (
             f"layer {need.layer}: {need.what} needs the service {need.service!r}, which the "
             f"engine was not given (services given: {given}); pass "

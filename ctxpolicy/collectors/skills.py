@@ -28,6 +28,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from ctxpolicy.collectors.base import lookup_service
 from ctxpolicy.memory.packing import pack_pieces
 
 if TYPE_CHECKING:
@@ -41,9 +42,7 @@ def resolve_skills(request: CollectRequest, name: str) -> Mapping[str, Any]:
         LookupError: no such service.
         TypeError: the service is not a mapping of skills or a callable returning one.
     """
-    service = request.services.get(name)
-    if service is None:
-        service = request.state.get(name)
+    service = lookup_service(request.services, request.state, name)
     if service is None:
         raise LookupError(
             f"skills collector of layer {request.layer!r}: no service {name!r} "

@@ -31,8 +31,9 @@ import json
 import os
 import re
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.runnables import RunnableConfig
@@ -114,7 +115,7 @@ def init_context_engine(
             ``ValueError``).
         PolicyValidationError: the file is invalid.
         MissingServiceError: the policy needs a service ``services`` lacks (a retriever,
-            memory or skills layer with ``on_error: fail``, the ``summarizer`` of a
+            memory, skills or aggregate layer with ``on_error: fail``, the ``summarizer`` of a
             ``summarize`` overflow), named with its layer, key and ``file:line:col``.
     """
     if isinstance(policy, Policy):
@@ -221,13 +222,19 @@ def _compose_args(
     contexts: Mapping[str, str | None] | None = None,
 ) -> dict[str, Any]:
     rule = engine.policy.process(process)
+    history: Sequence[BaseMessage] | None = None
+    if rule.checkpoint_messages:
+        history = sb.memory.snapshot()
+        held = None if query is None else _held_input(history, query)
+        if held is not None:  # the turn's question is shown once: by the query layer
+            history = (*history[:held], *history[held + 1 :])
     return {
         "process": process,
         "system_prompt": system_prompt,
         "state": state,
         "query": query,
         "contexts": contexts,
-        "checkpoint_messages": sb.memory.snapshot() if rule.checkpoint_messages else None,
+        "checkpoint_messages": history,
         "services": {"tools": list(tools)} if tools else None,
         "thread_id": thread_id,
     }
@@ -319,12 +326,14 @@ def agent_node(
     ``memory.replace`` (when a summary compacted the history) → ``memory.append``
     (the reply only: on the ``checkpoint`` query path the input HumanMessage is
     already in the state) → ``contexts.persist(result.persist)`` →
-    ``routing.finish_agent("completed")`` → one patch.
+    ``routing.finish_agent("completed")`` (on the final answer: a reply asking for
+    tools leaves the turn open) → one patch.
 
     For a ``query: runtime`` process the query is ``routing.assigned_task``; the turn
     keeps it in the history as its HumanMessage (once per turn: not again when a ReAct
     loop comes back from its tools), so memory records the user's input on this path
-    too.
+    too. A pass back from the tools shows the question once, as the query (last): the
+    history it composes leaves the turn's HumanMessage out.
 
     A turn of a paused or ended session (an agent's `MemorySessions` the policy reads)
     is refused before the model is called: its input HumanMessages leave the thread and
@@ -367,36 +376,29 @@ def agent_node(
         DroppedStateKeyError: ``schema`` lacks a state key the policy reads or persists
             (LangGraph would drop it; at build time).
     """
-    engine.policy.process(process)
-    _check_contexts_arg(engine, process, contexts)
-    engine = engine.for_model_host()  # system_messages auto: one SystemMessage
-    graph_schema = _schema_of(engine, schema)
-    tools = _agent_tools(engine, process, tools)
-    runnable = _bind(model, tools)
+    turn = _AgentTurn.build(
+        engine,
+        name=name,
+        system_prompt=system_prompt,
+        process=process,
+        tools=tools,
+        schema=schema,
+        contexts=contexts,
+    )
+    runnable = _bind(model, turn.tools)
 
     def node(state: Any, config: RunnableConfig) -> dict[str, Any]:
-        sb = StateBuilder(state, engine.policy, schema=graph_schema)
-        if _checkpoint_turn(engine, process) and _turn_answered(sb, name=name):
-            return {}  # a completed turn submitted again: nothing to add
-        query = _agent_query(engine, sb, name=name, process=process)
+        sb, started = turn.start(state, config)
+        if not isinstance(started, _Compose):
+            return started  # a completed turn submitted again: nothing to add
         try:
-            result = _compose(
-                engine,
-                sb,
-                _strategy_state(state, config),
-                name=name,
-                process=process,
-                system_prompt=system_prompt,
-                query=query,
-                tools=tools,
-                on_compose=on_compose,
-                thread_id=_thread_id(config),
-                contexts=_call_contexts(contexts, state),
-            )
+            result = turn.engine.compose(**started.kwargs)
         except SessionInactiveError as refused:
             return _refuse_turn(sb, refused)
+        if on_compose is not None:
+            on_compose(name, result)
         raw = runnable.invoke(result.messages, config)
-        return _record_turn(engine, sb, result, raw, name=name, config=config, user_input=query)
+        return turn.record(sb, result, raw, config=config, query=started.query)
 
     node.__name__ = f"agent_{name}"
     return node
@@ -418,46 +420,118 @@ def aagent_node(
 
     Same arguments, steps and guarantees as `agent_node`; use it with ``graph.ainvoke``.
     """
-    engine.policy.process(process)
-    _check_contexts_arg(engine, process, contexts)
-    engine = engine.for_model_host()  # system_messages auto: one SystemMessage
-    graph_schema = _schema_of(engine, schema)
-    tools = _agent_tools(engine, process, tools)
-    runnable = _bind(model, tools)
+    turn = _AgentTurn.build(
+        engine,
+        name=name,
+        system_prompt=system_prompt,
+        process=process,
+        tools=tools,
+        schema=schema,
+        contexts=contexts,
+    )
+    runnable = _bind(model, turn.tools)
 
     async def node(state: Any, config: RunnableConfig) -> dict[str, Any]:
-        sb = StateBuilder(state, engine.policy, schema=graph_schema)
-        if _checkpoint_turn(engine, process) and _turn_answered(sb, name=name):
-            return {}  # a completed turn submitted again: nothing to add
-        query = _agent_query(engine, sb, name=name, process=process)
+        sb, started = turn.start(state, config)
+        if not isinstance(started, _Compose):
+            return started  # a completed turn submitted again: nothing to add
         try:
-            result = await engine.acompose(
-                **_compose_args(
-                    engine,
-                    sb,
-                    _strategy_state(state, config),
-                    process=process,
-                    system_prompt=system_prompt,
-                    query=query,
-                    tools=tools,
-                    thread_id=_thread_id(config),
-                    contexts=_call_contexts(contexts, state),
-                )
-            )
+            result = await turn.engine.acompose(**started.kwargs)
         except SessionInactiveError as refused:
             return _refuse_turn(sb, refused)
         if on_compose is not None:
             on_compose(name, result)
         raw = await runnable.ainvoke(result.messages, config)
-        return _record_turn(engine, sb, result, raw, name=name, config=config, user_input=query)
+        return turn.record(sb, result, raw, config=config, query=started.query)
 
     node.__name__ = f"agent_{name}"
     return node
 
 
-def _checkpoint_turn(engine: PolicyEngine, process: str) -> bool:
-    """Whether a call of ``process`` answers the history's last HumanMessage (its turn)."""
-    return engine.plan(process).query_path == "checkpoint"
+class _Compose(NamedTuple):
+    """What an agent turn composes with: `PolicyEngine.compose`'s arguments, its query."""
+
+    kwargs: dict[str, Any]
+    query: str | None
+
+
+@dataclass(frozen=True)
+class _AgentTurn:
+    """One `agent_node`'s (or `aagent_node`'s) settings, worked out when it is built: the
+    steps before and after the model call both share."""
+
+    engine: PolicyEngine
+    name: str
+    system_prompt: str
+    process: str
+    tools: Sequence[Any] | None
+    graph_schema: type[Any]
+    contexts: ContextsArg | None
+    #: whether the process takes its query at runtime (``routing.assigned_task``)
+    runtime: bool
+
+    @classmethod
+    def build(
+        cls,
+        engine: PolicyEngine,
+        *,
+        name: str,
+        system_prompt: str,
+        process: str,
+        tools: Sequence[Any] | str | None,
+        schema: type[Any] | None,
+        contexts: ContextsArg | None,
+    ) -> _AgentTurn:
+        """Check the node's arguments (see `agent_node`'s Raises) and settle them."""
+        engine.policy.process(process)
+        _check_contexts_arg(engine, process, contexts)
+        engine = engine.for_model_host()  # system_messages auto: one SystemMessage
+        return cls(
+            engine=engine,
+            name=name,
+            system_prompt=system_prompt,
+            process=process,
+            tools=_agent_tools(engine, process, tools),
+            graph_schema=_schema_of(engine, schema),
+            contexts=contexts,
+            runtime=engine.plan(process).query_path == "runtime",
+        )
+
+    def start(
+        self, state: Any, config: RunnableConfig
+    ) -> tuple[StateBuilder, _Compose | dict[str, Any]]:
+        """The turn's `StateBuilder`, and either its compose arguments or the patch it ends
+        with before composing (a completed turn submitted again: empty)."""
+        sb = StateBuilder(state, self.engine.policy, schema=self.graph_schema)
+        if not self.runtime and _turn_answered(sb, name=self.name):
+            return sb, {}
+        query = _agent_query(sb, name=self.name, process=self.process) if self.runtime else None
+        kwargs = _compose_args(
+            self.engine,
+            sb,
+            _strategy_state(state, config),
+            process=self.process,
+            system_prompt=self.system_prompt,
+            query=query,
+            tools=self.tools,
+            thread_id=_thread_id(config),
+            contexts=_call_contexts(self.contexts, state),
+        )
+        return sb, _Compose(kwargs, query)
+
+    def record(
+        self,
+        sb: StateBuilder,
+        result: ComposeResult,
+        raw: Any,
+        *,
+        config: RunnableConfig,
+        query: str | None,
+    ) -> dict[str, Any]:
+        """The turn's patch after the model answered (`_record_turn`)."""
+        return _record_turn(
+            self.engine, sb, result, raw, name=self.name, config=config, user_input=query
+        )
 
 
 def _turn_answered(sb: StateBuilder, *, name: str) -> bool:
@@ -489,9 +563,12 @@ def _user_goal(sb: StateBuilder) -> bool:
     return not sb.routing.snapshot().assigned_task
 
 
-def _agent_query(engine: PolicyEngine, sb: StateBuilder, *, name: str, process: str) -> str | None:
-    if engine.plan(process).query_path != "runtime":
-        return None
+def _agent_query(sb: StateBuilder, *, name: str, process: str) -> str:
+    """The runtime query of an agent turn: ``routing.assigned_task``.
+
+    Raises:
+        QueryPathError: no task is assigned.
+    """
     query = sb.routing.snapshot().assigned_task
     if not query:
         raise QueryPathError(
@@ -515,19 +592,35 @@ def _refuse_turn(sb: StateBuilder, refused: SessionInactiveError) -> dict[str, A
     return sb.patch()
 
 
-def _runtime_input(history: Sequence[BaseMessage], query: str) -> HumanMessage | None:
-    """The user's input of a ``query: runtime`` turn as the HumanMessage to keep in the
-    history (and record into memory), or None when this turn already holds it: the
-    newest HumanMessage says ``query`` and no final answer (an AIMessage without tool
-    calls) follows it (a ReAct loop back from its tools)."""
-    for message in reversed(history):
+def _held_input(history: Sequence[BaseMessage], query: str) -> int | None:
+    """Where the history holds the user's input of a ``query: runtime`` turn, or None.
+
+    The turn holds it when the newest HumanMessage says ``query`` and no final answer
+    (an AIMessage without tool calls) follows it: a ReAct loop back from its tools. A
+    call of that turn leaves it out of the history it composes (the query layer shows
+    it), and the turn does not append it again.
+    """
+    for position in range(len(history) - 1, -1, -1):
+        message = history[position]
         if message.type == "ai" and not getattr(message, "tool_calls", None):
-            break
+            return None
         if message.type == "human":
-            if message_text(message) == query:
-                return None
-            break
-    return HumanMessage(query)
+            return position if message_text(message) == query else None
+    return None
+
+
+def _with_held(
+    compacted: Sequence[BaseMessage], history: Sequence[BaseMessage], held: int
+) -> tuple[BaseMessage, ...]:
+    """``compacted`` (a summary's history, composed without the turn's held input) with
+    that input back in place: before the first kept message of its turn (else last)."""
+
+    def key(message: BaseMessage) -> object:
+        return message.id if message.id is not None else id(message)
+
+    turn = {key(m) for m in history[held + 1 :]}
+    at = next((i for i, m in enumerate(compacted) if key(m) in turn), len(compacted))
+    return (*compacted[:at], history[held], *compacted[at:])
 
 
 def _thread_id(config: RunnableConfig) -> str | None:
@@ -556,19 +649,24 @@ def _record_turn(
     reply = _reply(raw, node=name)
     if reply.name is None:
         reply = reply.model_copy(update={"name": name})
-    if result.compacted_history is not None:
-        sb.memory.replace(result.compacted_history)
     history = list(sb.memory.snapshot())  # nothing appended yet: no merge to pay for
-    asked = None if user_input is None else _runtime_input(history, user_input)
-    if asked is not None:
-        sb.memory.append([asked])
+    held = None if user_input is None else _held_input(history, user_input)
+    if result.compacted_history is not None:
+        compacted = result.compacted_history
+        if held is not None:  # composed without the turn's input: it stays in the thread
+            compacted = _with_held(compacted, history, held)
+        sb.memory.replace(compacted)
+        history = list(sb.memory.snapshot())
+    if user_input is not None and held is None:
+        sb.memory.append([HumanMessage(user_input)])
         history.append(sb.memory.delta()[-1])
     sb.memory.append([reply])
     history.append(sb.memory.delta()[-1])  # the reply, with the stable id it is stored under
     turn = max((i for i, m in enumerate(history) if m.type == "human"), default=len(history) - 1)
     engine.record(history, thread_id=_thread_id(config), since=turn)
     sb.contexts.persist(result.persist)
-    sb.routing.finish_agent("completed")
+    if not reply.tool_calls:  # a reply asking for tools: the turn (and its task) goes on
+        sb.routing.finish_agent("completed")
     return sb.patch()
 
 

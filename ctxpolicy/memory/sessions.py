@@ -280,6 +280,24 @@ class MemorySessions:
         self._sessions[session_id] = memory
         return memory
 
+    def restore_sessions(self, session_ids: Iterable[str]) -> list[str]:
+        """Open those of ``session_ids`` that this process has not opened but the store
+        holds (restored from it, `session`); an id the store does not hold opens nothing.
+
+        Returns:
+            The ids of ``session_ids`` open now, in order, each once.
+
+        Raises:
+            ValueError: a session id is empty or contains ``.``.
+        """
+        ids = list(dict.fromkeys(_check_session_id(s) for s in session_ids))
+        store = self._store
+        if store is not None:
+            for sid in ids:
+                if sid not in self._sessions and store.search((*self._namespace, sid), limit=1):
+                    self.session(sid)
+        return [sid for sid in ids if sid in self._sessions]
+
     def close(self, session_id: str) -> None:
         """Forget the in-process memory of ``session_id`` (its stored L3/L4 stay).
 
@@ -410,9 +428,7 @@ class MemorySessions:
         """
         if self.status(session_id) == "ended":
             return []
-        if self._store is not None:
-            self.session(session_id)  # after a restart: its L1/L2 come back from the store
-        if session_id in self._sessions:
+        if self.restore_sessions([session_id]):  # after a restart: L1/L2 from the store
             self.aggregate_agent([session_id])
         written = self.persist()
         self._set_status(session_id, "ended")
@@ -568,10 +584,16 @@ class MemorySessions:
         candidates taken from the sessions in turn, rank by rank), for a tier in rank
         order.
 
+        A named session this process has not opened is restored from the store when the
+        store holds it (`restore_sessions`).
+
         Raises:
-            KeyError: a session id that is not open.
+            KeyError: a session id that is neither open nor held by the store.
             ValueError: ``max_tokens`` without ``count_tokens``, or bad strategy/tier/limit.
         """
+        if session_ids is not None:  # after a restart: the stored ones come back
+            session_ids = list(session_ids)
+            self.restore_sessions(session_ids)
         ids = self._open_ids(session_ids)
         if max_tokens is not None and count_tokens is None:
             raise ValueError("count_tokens is required with max_tokens")
@@ -670,8 +692,9 @@ class MemorySessions:
 
         The aggregation flow of docs/memory.md, 'Aggregating session contexts': each
         session builds its context (its persisted ``__context`` layers, read from
-        ``contexts``, plus its memory when the session is open here: `select_memory`
-        by ``strategy`` for ``query``); the pieces of all sessions are ranked by
+        ``contexts``, plus its memory when the session is open here or held by the store
+        (restored, `restore_sessions`): `select_memory` by ``strategy`` for ``query``);
+        the pieces of all sessions are ranked by
         importance (a layer counts as ``context_importance``, a memory item as its own
         importance; at equal importance layers first, then sessions in the given order,
         newer items first), repeats (same text ignoring case and spacing) count once, and
@@ -704,6 +727,7 @@ class MemorySessions:
         if not 0 <= context_importance <= 1:
             raise ValueError(f"context_importance must be in [0, 1], got {context_importance!r}")
         ids = self._context_ids(contexts, session_ids)
+        self.restore_sessions(ids)  # a stored session not open here brings its memory
         ranked = self._ranked_pieces(
             contexts,
             ids,

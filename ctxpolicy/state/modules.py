@@ -11,6 +11,7 @@ import logging
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, get_args
 
+from ctxpolicy.collectors.base import STATE_SERVICE_COLLECTORS
 from ctxpolicy.errors import PersistenceError
 from ctxpolicy.layers import COMPRESSION, PERSISTED_BY_DEFAULT, is_block_layer, may_persist
 from ctxpolicy.logs import log_events
@@ -60,8 +61,6 @@ def persisted_layers(policy: Policy | None) -> tuple[str, ...]:
 
 #: Collector types whose spec names a state key in ``field``.
 _FIELD_COLLECTORS = frozenset({"state", "agent_outputs", "skills"})
-#: Collector types that look their ``service`` up in state when no service has that name.
-_SERVICE_COLLECTORS = frozenset({"memory", "skills", "aggregate"})
 #: Other state keys a collector type reads (docs/memory.md): the sessions a call reads,
 #: and the call's memory strategy.
 _READ_KEYS: Mapping[str, tuple[str, ...]] = {
@@ -91,7 +90,11 @@ def policy_state_fields(policy: Policy | None) -> tuple[str, ...]:
         if spec.type in _FIELD_COLLECTORS and isinstance(field, str):
             found.add(field)
         service = getattr(spec, "service", None)
-        if spec.type in _SERVICE_COLLECTORS and isinstance(service, str) and service.isidentifier():
+        if (
+            spec.type in STATE_SERVICE_COLLECTORS
+            and isinstance(service, str)
+            and service.isidentifier()
+        ):
             found.add(service)
         found.update(_READ_KEYS.get(spec.type, ()))
     return tuple(sorted(found))

@@ -129,3 +129,25 @@ def test_testing_helpers_catch_broken_histories() -> None:
     retriever = ListRetriever(["apples and pears", "only pears"], match_all=False)
     assert [d.page_content for d in retriever.invoke("apples")] == ["apples and pears"]
     assert retriever.queries == ["apples"]
+
+
+def test_engines_derived_for_a_host_or_a_window_warn_no_second_time() -> None:
+    import warnings
+
+    from ctxpolicy.integrations.langgraph import agent_node
+    from ctxpolicy.loading import load_policy
+    from ctxpolicy.memory import MemoryNotDurableWarning, MemorySessions
+    from tests.integrations.fakes import RecordingChatModel
+
+    policy = load_policy(Path(__file__).resolve().parents[2] / "policies" / "seed002-sessions.yaml")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        engine = PolicyEngine(policy, services={"memory": MemorySessions(store=False)})
+        for name in ("a", "b"):  # each node builder derives a host engine
+            agent_node(engine, name=name, system_prompt="S", model=RecordingChatModel(responses=[]))
+        narrow = engine.for_model_host().with_context_window(8000)
+    volatile = [w for w in caught if issubclass(w.category, MemoryNotDurableWarning)]
+    assert len(volatile) == 1  # before: once more per derived engine
+    assert narrow.policy.model.context_window == 8000
+    assert narrow.policy.model.system_messages == "merge"
+    assert narrow._recallers is engine._recallers and narrow._memories is engine._memories

@@ -150,3 +150,37 @@ def test_a_memory_layer_with_tiers_needs_no_service(tmp_path: Path) -> None:
         encoding="utf-8",
     )
     assert init_context_engine(path).policy.name == "tiers"
+
+
+AGGREGATE = """\
+version: 1
+name: needs-sessions
+model: {context_window: 16000, tokenizer: cl100k_base}
+order: [system_prompt, sessions__context, checkpoint_messages, query]
+layers:
+  sessions__context:
+    collector: {type: aggregate, service: sessions, contexts: session_states}
+"""
+
+
+def test_an_aggregate_layer_needs_its_sessions_and_contexts_services(tmp_path: Path) -> None:
+    from ctxpolicy.memory import MemorySessions
+
+    path = tmp_path / "aggregate.yaml"
+    path.write_text(AGGREGATE, encoding="utf-8")
+    with pytest.raises(MissingServiceError) as caught:
+        init_context_engine(path)
+    found = {(i.path, i.line, i.column): i.message for i in caught.value.issues}
+    assert set(found) == {  # before: no check; the first call failed instead
+        ("$.layers.sessions__context.collector.service", 7, 34),
+        ("$.layers.sessions__context.collector.contexts", 7, 53),
+    }
+    assert all("an aggregate collector" in message for message in found.values())
+    sessions = MemorySessions(store=False)
+    sessions.session("A").add("会话 A: 部署冻结于 18:00")
+    engine = init_context_engine(path, services={"sessions": sessions, "session_states": {}})
+    state = {"messages": [("human", "状态?")], "session_ids": ["A"]}
+    text = "\n".join(
+        str(m.content) for m in engine.compose(system_prompt="S", state=state).messages
+    )
+    assert "部署冻结于 18:00" in text
