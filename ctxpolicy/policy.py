@@ -586,9 +586,9 @@ class RecallCollectorSpec(_CollectorBase):
     )
     turn_chars: Annotated[JsonInt, Field(ge=0, le=20_000)] = Field(
         default=600,
-        description="A prose message up to this many characters (and `max_unit_chars`) is "
-        "one unit, read whole with its speaker and date; longer prose is split into "
-        "sentences. 0 splits every message.",
+        description="Sentences are searched, but a recalled sentence of a prose message up "
+        "to this many characters (and `max_unit_chars`) shows the whole message, with its "
+        "speaker and date. 0 shows the sentence alone.",
     )
     memory: Annotated[str, Field(pattern=SERVICE_NAME_PATTERN)] | None = Field(
         default=None,

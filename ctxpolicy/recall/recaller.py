@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from ctxpolicy.errors import CollectorError, EmbeddingsUnavailableError
@@ -24,7 +24,7 @@ from ctxpolicy.recall.ingest import HistorySync, message_key, thread_key
 from ctxpolicy.recall.postgres import PostgresRecallIndex
 from ctxpolicy.recall.select import DEFAULT_HEADER, RecalledUnit, select_units
 from ctxpolicy.recall.sqlite import SQLiteRecallIndex
-from ctxpolicy.recall.units import Unit, UnitSize
+from ctxpolicy.recall.units import Unit, UnitSize, turn_text
 
 if TYPE_CHECKING:
     from langchain_core.messages import BaseMessage
@@ -268,9 +268,35 @@ class Recaller:
             ranked = fuse_rankings(
                 [(self.spec.weights.bm25, ranked), (self.spec.weights.dense, dense)]
             )
+        ranked = self._whole_turns(ranked, request.history, synced.offset)
         hits = [*self._memory_hits(request.services, request.query or ""), *ranked]
         self._last = (key, hits, terms, synced.offset)
         return hits, terms, synced.offset, synced.added
+
+    def _whole_turns(
+        self, ranked: Sequence[RecallHit], history: Sequence[BaseMessage], offset: int
+    ) -> list[RecallHit]:
+        """Score fine, show whole: a hit from a short prose turn shows the whole turn,
+        ranked by its best unit (a turn's other units are dropped)."""
+        turn_chars = min(self.spec.turn_chars, self.spec.max_unit_chars)
+        if turn_chars <= 0:
+            return list(ranked)
+        out: list[RecallHit] = []
+        seen: set[str] = set()
+        for hit in ranked:
+            unit = hit.unit
+            at = unit.position - offset
+            if unit.tool is not None or not 0 <= at < len(history):
+                out.append(hit)  # a tool's output or call, or a message no longer at hand
+                continue
+            text = turn_text(str(history[at].text), turn_chars=turn_chars)
+            if text is None:
+                out.append(hit)
+            elif unit.message_id not in seen:
+                seen.add(unit.message_id)
+                whole = replace(unit, part=0, start_line=1, end_line=1, text=text, context="")
+                out.append(RecallHit(whole, hit.score, hit.source))
+        return out
 
     def recall(self, request: RecallRequest) -> RecallResult:
         """Index the history's new messages, search, and pack the layer."""

@@ -36,6 +36,8 @@ DEFAULT_HEADER = (
     "earlier one about the same thing):"
 )
 _SPACE = re.compile(r"\s+")
+#: Where a sentence ends: ``. ! ? ;`` and a space, or their full-width (Chinese) forms.
+_SENTENCE = re.compile(r"(?<=[.!?;])\s+|(?<=[\u3002\uff01\uff1f\uff1b])")
 #: Fewer tokens than a label and a word: packing stops when less than this is left.
 MIN_LINE_TOKENS = 8
 #: A value: a token with a digit, or words joined by ``- _ . / : # @``.
@@ -83,23 +85,31 @@ def _normal(text: str) -> str:
 def _statement_subject(text: str, pattern: re.Pattern[str] | None) -> frozenset[str]:
     """The query terms a statement is about, or empty when ``text`` states no value.
 
-    ``text`` states a value for its subject when a value (a token with a digit or joined
-    by ``_ . / : # @``, or a capitalised name after a connector) follows the last query
-    term it names.
+    A sentence states a value for its subject when a value (a token with a digit or
+    joined by ``_ . / : # @``, or a capitalised name after a connector) follows the last
+    query term it names. A whole turn is about the subjects of its sentences that do:
+    a later sentence that only mentions the subject again does not hide the statement.
     """
     if pattern is None:
         return frozenset()
+    found: set[str] = set()
+    for sentence in _SENTENCE.split(text):
+        found |= _sentence_subject(sentence, pattern)
+    return frozenset(found)
+
+
+def _sentence_subject(text: str, pattern: re.Pattern[str]) -> set[str]:
     found: set[str] = set()
     last = -1
     for match in pattern.finditer(text):
         found.add(match.group(1).lower())
         last = match.end()
     if last < 0:
-        return frozenset()
+        return set()
     tail = text[last:]
     if _VALUE.search(tail) or _NAMED.search(tail):
-        return frozenset(found)
-    return frozenset()
+        return found
+    return set()
 
 
 def render_line(hit: RecallHit) -> str:

@@ -192,11 +192,6 @@ def _spans(text: str, size: UnitSize) -> Iterator[tuple[int, int, str, str]]:
     if any(p.count("\n") >= 2 for p in _PARAGRAPH.split(text.strip("\n"))):
         yield from _dump_spans(lines, size)
         return
-    if len(text) <= min(size.turn_chars, size.max_chars):
-        # a turn a reader takes in whole: one unit, so it keeps its speaker, its date
-        # and what its short sentences refer to (docs/recall.md, "Units")
-        yield 1, len(lines), " ".join(ln.strip() for ln in lines if ln.strip()), ""
-        return
     # long prose: paragraphs of at most two lines, split into sentences; the message's
     # first line (a speaker, a date) and the sentence before are the context
     head = lines[0].strip()[:80]
@@ -218,12 +213,28 @@ class UnitSize:
     Attributes:
         min_chars: A sentence shorter than this joins the next one.
         max_chars: Longest unit; longer lines are cut at whitespace.
-        turn_chars: A prose message up to this long is one unit (0: always sentences).
+        turn_chars: A prose message up to this long is shown whole when one of its
+            units is recalled (`turn_text`; 0: units alone).
     """
 
     min_chars: int = MIN_UNIT_CHARS
     max_chars: int = MAX_UNIT_CHARS
     turn_chars: int = TURN_CHARS
+
+
+def turn_text(text: str, *, turn_chars: int) -> str | None:
+    """``text`` as one line when it is a short prose turn a reader takes in whole (up to
+    ``turn_chars`` characters, not a dump or a JSON payload), else None.
+
+    Recall scores sentences but shows such a turn whole: it keeps its speaker, its date
+    and what its short sentences refer to (docs/recall.md, "Units").
+    """
+    text = text.strip("\n")
+    if not text.strip() or len(text) > turn_chars or _json_records(text) is not None:
+        return None
+    if any(p.count("\n") >= 2 for p in _PARAGRAPH.split(text)):
+        return None
+    return " ".join(line.strip() for line in text.split("\n") if line.strip())
 
 
 def split_text(
@@ -313,4 +324,5 @@ __all__ = [
     "split_message",
     "split_text",
     "states_value",
+    "turn_text",
 ]

@@ -131,3 +131,22 @@ def test_the_builtin_minilm_finds_a_paraphrase_that_shares_no_word(tmp_path) -> 
     )
     assert "golden retriever" in "\n".join(str(m.content) for m in result.messages)
     assert not any("lexical" in w for w in result.report.warnings)
+
+
+def test_a_recalled_sentence_of_a_short_turn_shows_the_whole_turn() -> None:
+    engine = PolicyEngine(small(load_policy(LONG_SESSION)))
+    history = chat(300)
+    turn = (
+        "(day 20) Elise: Guess what happened at the weekend, Kate! My sister got married "
+        "in Lisbon, by the sea. We danced until two in the morning, it was lovely."
+    )
+    history[40] = HumanMessage(turn, id="h20")
+    result = engine.compose(
+        process="react",
+        system_prompt="s",
+        state={"messages": [*history, HumanMessage("Where was the wedding, in Lisbon?", id="q")]},
+    )
+    (unit,) = result.report.layer("recall__context").recalled
+    # the sentence that matched, with the turn's speaker, date and the line after it
+    assert unit.text == turn
+    assert unit.label == "#40 user"

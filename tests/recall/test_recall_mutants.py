@@ -359,7 +359,7 @@ def test_stem() -> None:
     ]
 
 
-def testterms_pattern() -> None:
+def test_terms_pattern() -> None:
     assert terms_pattern([]) is None
     assert terms_pattern(["", ""]) is None
     pattern = terms_pattern(["Ports", "database", ""])
@@ -387,6 +387,12 @@ def test_statement_subject() -> None:
     assert _statement_subject("the port is 5", None) == frozenset()
     assert _statement_subject("port -> host.internal", pattern) == {"port"}
     assert _statement_subject("port is #team-x", pattern) == {"port"}
+    # a whole turn: a later sentence that only mentions the port again hides nothing
+    turn = "The db port is 6432 now. I will tell the port owners tomorrow."
+    assert _statement_subject(turn, pattern) == {"db", "port"}
+    assert _statement_subject("数据库端口是 6432。明天再说端口的事", terms_pattern(["端口"])) == {
+        "端口"
+    }
     owner = terms_pattern(["owner"])
     assert _statement_subject("owner is Ingrid", owner) == {"owner"}
     assert _statement_subject("owner: 'Ingrid'", owner) == {"owner"}

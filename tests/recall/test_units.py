@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
-from ctxpolicy.recall.units import UnitSize, split_message, split_text
+from ctxpolicy.recall.units import UnitSize, split_message, split_text, turn_text
 
 #: Sentence units for every message (the rules for long prose, on short texts).
 SENTENCES = UnitSize(turn_chars=0)
@@ -87,25 +87,23 @@ def test_the_sentence_that_states_a_fact_is_its_own_unit_with_the_one_before_as_
     assert units[1].context == f"{text[:80]} … {units[0].text}"
 
 
-def test_a_short_turn_is_one_unit_with_its_speaker_and_date() -> None:
-    text = "(07.01.2024) elise: Thanks Kate! I tried the Emsibeth shampoo. It works great."
-    (unit,) = split_text(text, message_id="m", position=3, role="assistant")
-    assert unit.text == text
-    # a long message is split into sentences that carry its first line as context
-    long = "(08.01.2024) Kate: " + " ".join(f"Sentence number {i} is here." for i in range(40))
-    units = split_text(long, message_id="n", position=4, role="user")
+def test_a_sentence_carries_its_messages_first_line_as_context() -> None:
+    text = "(08.01.2024) Kate: " + " ".join(f"Sentence number {i} is here." for i in range(40))
+    units = split_text(text, message_id="n", position=4, role="user")
     assert len(units) > 1
+    assert units[0].context == ""
     assert all(u.context.startswith("(08.01.2024) Kate:") for u in units[1:])
-    # the same in Chinese: a short turn whole, a long one split with its header as context
+
+
+def test_turn_text_is_a_short_prose_turn_on_one_line() -> None:
+    turn = "(07.01.2024) elise: Thanks Kate!\nI tried the Emsibeth shampoo. It works great."
+    assert turn_text(turn, turn_chars=600) == turn.replace("\n", " ")
+    assert turn_text(turn, turn_chars=40) is None  # longer than a turn
     zh = "(2024-06-01) 用户：订单表的分区字段改成 dt 了。"
-    assert [u.text for u in split_text(zh, message_id="z", position=5, role="user")] == [zh]
-
-
-def test_the_turn_size_is_bounded_by_the_unit_size() -> None:
-    text = "Alpha beta gamma delta. Epsilon zeta eta theta iota."
-    assert len(split_text(text, message_id="x", position=0, role="user")) == 1
-    small = UnitSize(max_chars=40)
-    assert len(split_text(text, message_id="x", position=0, role="user", size=small)) == 2
+    assert turn_text(zh, turn_chars=600) == zh
+    assert turn_text('[{"a": 1}, {"b": 2}]', turn_chars=600) is None  # a JSON payload
+    assert turn_text("02:01 ok\n02:02 ok\n02:03 ERROR", turn_chars=600) is None  # a dump
+    assert turn_text("  \n", turn_chars=600) is None
 
 
 def test_ai_tool_calls_are_units_too() -> None:
