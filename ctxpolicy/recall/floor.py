@@ -15,10 +15,10 @@ selection (which query terms a statement is about). See docs/recall.md, "Relevan
 
 from __future__ import annotations
 
-#: A term held by more than this share of the session's units is common.
 import re
 from collections.abc import Collection, Mapping, Sequence
 
+#: A term held by more than this share of the session's units is common.
 COMMON_SHARE = 0.05
 #: ... and by at least this many units (a short session keeps every term).
 MIN_COMMON_UNITS = 20
