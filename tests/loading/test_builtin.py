@@ -136,6 +136,19 @@ def test_an_unknown_builtin_is_not_found_with_the_names_that_exist(elsewhere: Pa
     assert "builtin:base" in issue.message
 
 
+@pytest.mark.parametrize("name", ["builtin:", "builtin:../pyproject", "builtin:/etc/passwd"])
+def test_a_builtin_name_that_leaves_the_bundle_is_not_found(
+    elsewhere: Path, capsys, name: str
+) -> None:
+    with pytest.raises(PolicyNotFoundError) as caught:
+        load_policy(name)
+    assert str(caught.value).startswith(f"policy file not found:\n{name}: no bundled file ")
+    code, out, err = cli(capsys, "show", name)
+    assert code == 2 and out == ""
+    assert f"{name}: no bundled file {name!r}; bundled policies: builtin:base" in err
+    assert "file.type" not in err and "not a policy file" not in err
+
+
 def test_missing_file_is_not_found_not_invalid_and_has_no_position(elsewhere: Path) -> None:
     with pytest.raises(PolicyNotFoundError) as caught:
         load_policy("policies/long-session.yaml")
