@@ -200,6 +200,18 @@ def test_every_cli_verb_takes_builtin_names(elsewhere: Path, capsys) -> None:
     )
 
 
+def test_preview_state_names_a_bundled_file_by_its_builtin_name(elsewhere: Path, capsys) -> None:
+    base = ("preview", "builtin:base", "-p", "react", "--state")
+    code, _, err = cli(capsys, *base, "builtin:nope.json")
+    assert code == 2
+    assert err.startswith("ctxpolicy preview: --state builtin:nope.json: no bundled file ")
+    assert str(BUNDLE_DIR) not in err
+    code, _, err = cli(capsys, *base, "builtin:templates/todo.j2")
+    assert code == 2
+    assert err.startswith("ctxpolicy preview: --state builtin:templates/todo.j2: cannot parse")
+    assert str(BUNDLE_DIR) not in err
+
+
 def test_set_refuses_a_bundled_policy(elsewhere: Path, capsys) -> None:
     before = (BUNDLE_DIR / "base.yaml").read_bytes()
     code, _, err = cli(capsys, "set", "builtin:base", "budget.ratios.query", "0.1")
