@@ -26,7 +26,7 @@ import sys
 from pathlib import Path
 
 from ctxpolicy.atomic import write_text_atomic
-from ctxpolicy.builtin import is_builtin, not_found_message, resolve_ref
+from ctxpolicy.builtin import is_builtin, missing_message, resolve_ref
 from ctxpolicy.cli.reporters import format_issue
 from ctxpolicy.editing import check_candidate
 from ctxpolicy.editing import format_yaml_value as q
@@ -253,9 +253,7 @@ def _check_arguments(args: argparse.Namespace) -> str | None:
     if output.exists() and not args.force:
         return f"{output}: file exists; not overwritten (use --force to replace it)"
     if args.extends is not None and not resolve_ref(args.extends).is_file():
-        if is_builtin(args.extends):
-            return f"--extends {args.extends}: {not_found_message(args.extends)}"
-        return f"--extends {args.extends}: no such file"
+        return f"--extends {args.extends}: {missing_message(args.extends)}"
     return None
 
 

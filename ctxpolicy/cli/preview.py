@@ -24,7 +24,7 @@ from langchain_core.messages import convert_to_messages
 from ruamel.yaml import YAML
 
 from ctxpolicy.atomic import write_text_atomic
-from ctxpolicy.builtin import is_builtin, not_found_message, resolve_ref
+from ctxpolicy.builtin import is_builtin, missing_message, resolve_ref
 from ctxpolicy.cli.reporters import format_issue
 from ctxpolicy.diagnostics import display_name
 from ctxpolicy.engine import PolicyEngine
@@ -103,7 +103,7 @@ def _read_text(path: Path, *, what: str) -> str:
         data = path.read_bytes()
     except OSError as exc:
         if isinstance(exc, FileNotFoundError) and is_builtin(name):
-            raise PreviewInputError(f"{what} {name}: {not_found_message(name)}") from None
+            raise PreviewInputError(f"{what} {name}: {missing_message(name)}") from None
         raise PreviewInputError(f"{what} {name}: cannot read: {exc.strerror or exc}") from None
     if len(data) > MAX_STATE_BYTES:
         raise PreviewInputError(f"{what} {name}: larger than {MAX_STATE_BYTES} bytes")

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ctxpolicy.builtin import is_builtin, not_found_message
+from ctxpolicy.builtin import is_builtin, missing_message
 from ctxpolicy.diagnostics import (
     MAX_FILE_BYTES,
     POLICY_SUFFIXES,
@@ -102,7 +102,7 @@ def _refused(path: Path, name: str) -> PolicyIssue | None:
     # a ``builtin:`` name that names no file of the bundle (also one that would leave it:
     # ``builtin:../x`` resolves to no file) is not found, whatever its suffix
     if is_builtin(name) and not path.is_file():
-        return PolicyIssue(name, 0, 0, "$", not_found_message(name), "file.missing")
+        return PolicyIssue(name, 0, 0, "$", missing_message(name), "file.missing")
     suffix = path.suffix.lower()
     if suffix not in POLICY_SUFFIXES:
         message = f"not a policy file: expected {', '.join(POLICY_SUFFIXES)}, got {suffix!r}"
@@ -127,8 +127,7 @@ def _read_bytes(path: Path, name: str) -> tuple[bytes | None, list[PolicyIssue]]
         )
         return None, [PolicyIssue(name, 1, 1, "$", message, "file.too-large")]
     except FileNotFoundError:
-        message = not_found_message(name) if is_builtin(name) else "no such file or folder"
-        return None, [PolicyIssue(name, 0, 0, "$", message, "file.missing")]
+        return None, [PolicyIssue(name, 0, 0, "$", missing_message(name), "file.missing")]
     except OSError as exc:
         reason = exc.strerror or type(exc).__name__
         message = f"cannot read file: {reason}"

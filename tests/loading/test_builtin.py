@@ -149,6 +149,24 @@ def test_a_builtin_name_that_leaves_the_bundle_is_not_found(
     assert "file.type" not in err and "not a policy file" not in err
 
 
+@pytest.mark.parametrize(
+    ("ref", "rule"),
+    [
+        ("builtin:samples/state.json", "extends.not-policy"),
+        ("builtin:../pyproject", "extends.missing"),
+        ("builtin:", "extends.missing"),
+        ("builtin:nope.toml", "extends.missing"),
+    ],
+)
+def test_extends_a_bundled_file_is_checked_like_any_parent(
+    elsewhere: Path, ref: str, rule: str
+) -> None:
+    team = elsewhere / "team.yaml"
+    team.write_text(f"version: 1\nname: team\nextends: '{ref}'\n", encoding="utf-8")
+    [issue] = validate_paths([team])
+    assert (issue.line, issue.rule) == (3, rule), issue
+
+
 def test_missing_file_is_not_found_not_invalid_and_has_no_position(elsewhere: Path) -> None:
     with pytest.raises(PolicyNotFoundError) as caught:
         load_policy("policies/long-session.yaml")
