@@ -12,7 +12,7 @@ import json
 from typing import TYPE_CHECKING
 
 from ctxpolicy.render.terminal import format_stacked_bar
-from ctxpolicy.render.view import Preview, build_view, call_warnings
+from ctxpolicy.render.view import Preview, build_view
 
 if TYPE_CHECKING:
     from langchain_core.messages import BaseMessage
@@ -120,7 +120,7 @@ def _footer(preview: Preview) -> list[str]:
     lines: list[str] = []
     if preview.result.persist:
         lines += ["", "persist: " + ", ".join(sorted(preview.result.persist))]
-    warnings = call_warnings(preview.result.report)
+    warnings = preview.result.report.call_warnings
     if warnings:
         lines += ["", "warnings:"] + [f"  - {w}" for w in warnings]
     return lines
