@@ -626,7 +626,7 @@ def build_report(
     notes: Mapping[str, Sequence[str]],
     summarized: bool,
     extras: ReportExtras = NO_EXTRAS,
-    warnings: tuple[str, ...] | None = None,
+    warnings: TallyWarnings | None = None,
 ) -> ComposeReport:
     """The report of one composition: every layer of the policy order, in order.
 
@@ -641,11 +641,12 @@ def build_report(
         notes: Notes about the call's inputs, per layer (ignored values, ...).
         summarized: Whether this composition asks for a summary.
         extras: What the engine knows about the call.
-        warnings: `plan_warnings` of ``plan`` and ``tallies`` when the caller has them
-            (a next turn: its last call's); None: made here.
+        warnings: `tally_warnings` of ``plan`` and ``tallies`` when the caller has them
+            (a next turn: its last call's, whose events are not logged again); None:
+            made here.
     """
     order = plan.order or plan.names
-    warnings, layer_events = _report_warnings(plan, tallies, extras, warnings)
+    texts, layer_events = _report_warnings(plan, tallies, extras, warnings)
     # positional (in field order): a frozen dataclass sets keyword arguments more slowly
     return ComposeReport(
         plan.process,
@@ -656,7 +657,7 @@ def build_report(
         LayerReports(order, _layer_maker(plan, tallies, order, notes, extras)),
         extras.skipped,
         PrefixHashes(messages),
-        warnings,
+        texts,
         summarized or extras.summarized,
         layer_events,
     )
@@ -666,15 +667,14 @@ def _report_warnings(
     plan: LayerPlan,
     tallies: Mapping[str, LayerTally],
     extras: ReportExtras,
-    carried: tuple[str, ...] | None,
+    carried: TallyWarnings | None,
 ) -> tuple[tuple[str, ...], int]:
-    """`ComposeReport.warnings` and ``layer_events`` (see `build_report`)."""
-    if carried is not None:  # a next turn carries its last call's, less the engine's
-        return ((*carried, *extras.warnings) if extras.warnings else carried), 0
-    # a fresh composition: its events are logged, once, here
-    tallied = tally_warnings(plan, tallies)
+    """`ComposeReport.warnings` and ``layer_events`` (see `build_report`): the same for
+    a fresh composition and a next turn carrying its last call's `TallyWarnings`."""
+    tallied = tally_warnings(plan, tallies) if carried is None else carried
     skips = tuple(s.describe() for s in extras.skipped) if extras.skipped else ()
-    if extras.warnings or skips or tallied.cuts:
+    if carried is None and (extras.warnings or skips or tallied.cuts):
+        # a fresh composition's events are logged, once, here (a next turn's were)
         log_events(call_events(extras, skips, tallied.cuts))
     # a recall fallback: on every call's report, logged once by its recaller
     fallbacks = [w for result in extras.recalled.values() for w in result.warnings]
@@ -709,12 +709,6 @@ def tally_warnings(plan: LayerPlan, tallies: Mapping[str, LayerTally]) -> TallyW
         if tally.cuts and tally.layer.kind == "block":
             cuts.extend(f"{name}: {cut.describe()}" for cut in tally.cuts)
     return TallyWarnings(tuple(warnings), tuple(cuts))
-
-
-def plan_warnings(plan: LayerPlan, tallies: Mapping[str, LayerTally]) -> tuple[str, ...]:
-    """The warnings of a composition before the engine's (`ReportExtras.warnings`): the
-    plan's, then each layer's repairs, in the policy order."""
-    return tally_warnings(plan, tallies).plan
 
 
 def _layer_maker(
@@ -763,7 +757,6 @@ __all__ = [
     "canonical_message",
     "common_prefix",
     "curation_note",
-    "plan_warnings",
     "prefix_hashes",
     "recall_note",
     "skip_note",
