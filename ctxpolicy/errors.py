@@ -158,11 +158,16 @@ class PathEscapeError(BlocksError):
 
 
 class FileAccessError(BlocksError):
-    """A file inside the root cannot be used: missing, too large, not UTF-8, a folder."""
+    """A file inside the root cannot be used: missing, too large, not UTF-8, a folder.
 
-    def __init__(self, path: str, reason: str) -> None:
+    ``missing`` is True when nothing is at the path (not when it is of the wrong kind or
+    cannot be read).
+    """
+
+    def __init__(self, path: str, reason: str, *, missing: bool = False) -> None:
         self.path = path
         self.reason = reason
+        self.missing = missing
         super().__init__(f"cannot read {path!r}: {reason}")
 
 
