@@ -175,6 +175,8 @@ def test_missing_file_is_not_found_not_invalid_and_has_no_position(elsewhere: Pa
     assert str(caught.value) == (
         "policy file not found:\npolicies/long-session.yaml: no such file or folder [file.missing]"
     )
+    assert caught.value.filename == "policies/long-session.yaml"  # as a FileNotFoundError
+    assert caught.value.args == (str(caught.value),)
     with pytest.raises(PolicyNotGivenError) as given:
         load_policy()
     assert ":0:0" not in str(given.value)
