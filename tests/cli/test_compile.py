@@ -121,3 +121,13 @@ def test_a_budget_policy_applies(run_cli, data: Path) -> None:
     )
     assert code == 1 and out == ""
     assert "[budget.exceeded]" in err and "Traceback" not in err
+
+
+def test_a_manifest_over_the_size_limit_is_unreadable_exit_2(run_cli) -> None:
+    """The manifest is read once, by the safe reader (size limit, regular files only):
+    too large is an unreadable input (exit 2), not a missing file of the manifest."""
+    big = '{"query": "' + "数" * 400_000 + '"}'
+    code, out, err = run_cli({"big.json": big}, "compile", "big.json")
+    assert (code, out) == (2, "")
+    assert err.startswith("big.json: cannot read:") and "[file.unreadable]" in err, err
+    assert len(err.strip().splitlines()) == 1
