@@ -236,7 +236,7 @@ def run(args: argparse.Namespace) -> int:
         fmt=args.format,
         color=args.output is None and stdout_wants_color(),
     )
-    return emit(rendered, output=args.output)
+    return emit(rendered, output=args.output, verb="compile")
 
 
 def _first_quoted(message: str) -> str | None:

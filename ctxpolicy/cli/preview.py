@@ -177,15 +177,16 @@ def stdout_wants_color() -> bool:
     return color_enabled(sys.stdout)
 
 
-def emit(rendered: str, *, output: str | None) -> int:
-    """Write to standard output, or atomically to ``output``; exit 2 if it cannot be written."""
+def emit(rendered: str, *, output: str | None, verb: str) -> int:
+    """Write to standard output, or atomically to ``output``; exit 2 if it cannot be
+    written (the error names ``verb``, the command that rendered it)."""
     if output is None:
         sys.stdout.write(rendered + "\n")
         return EXIT_OK
     try:
         write_text_atomic(output, rendered + "\n")
     except OSError as exc:
-        _err(f"ctxpolicy preview: --output {output}: {exc.strerror or exc}")
+        _err(f"ctxpolicy {verb}: --output {output}: {exc.strerror or exc}")
         return EXIT_USAGE
     return EXIT_OK
 
@@ -267,7 +268,7 @@ def run(args: argparse.Namespace) -> int:
         fmt=args.format,
         color=args.output is None and stdout_wants_color(),
     )
-    return emit(rendered, output=args.output)
+    return emit(rendered, output=args.output, verb="preview")
 
 
 __all__ = [

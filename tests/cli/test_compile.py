@@ -131,3 +131,10 @@ def test_a_manifest_over_the_size_limit_is_unreadable_exit_2(run_cli) -> None:
     assert (code, out) == (2, "")
     assert err.startswith("big.json: cannot read:") and "[file.unreadable]" in err, err
     assert len(err.strip().splitlines()) == 1
+
+
+def test_an_output_error_names_the_compile_verb(run_cli, data: Path) -> None:
+    argv = ("compile", "context-config.json", "--root", "docs", "-o", "无/x.html")
+    code, out, err = run_cli({}, *argv)
+    assert (code, out) == (2, "")
+    assert err.startswith("ctxpolicy compile: --output 无/x.html: "), err
