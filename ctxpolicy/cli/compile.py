@@ -29,7 +29,7 @@ from ctxpolicy.blocks.manifest import (
     resolve_sources,
     select_blocks,
 )
-from ctxpolicy.blocks.sandbox import read_text_inside
+from ctxpolicy.blocks.sandbox import read_text_inside, resolve_root
 from ctxpolicy.builtin import resolve_ref
 from ctxpolicy.cli import main as cli_main
 from ctxpolicy.cli.preview import emit, stdout_wants_color
@@ -157,6 +157,19 @@ def _read_manifest(path: Path, file: str) -> str | int:
         return EXIT_USAGE
 
 
+def _root(root: str | None, manifest: Path) -> str | int:
+    """The folder the manifest's handles resolve in (``--root``, else the manifest's
+    folder), or exit 2 after one line when ``--root`` is no folder."""
+    if root is None:
+        return str(manifest.parent) or "."
+    try:
+        resolve_root(root)
+    except FileAccessError as exc:
+        _err(f"ctxpolicy compile: --root {root}: {'no such folder' if exc.missing else exc.reason}")
+        return EXIT_USAGE
+    return root
+
+
 def _policy(path: str | None) -> Policy | int:
     """The ``--policy`` file (the built-in manifest policy without one), or an exit code."""
     if path is None:
@@ -215,13 +228,15 @@ def run(args: argparse.Namespace) -> int:
     """Run ``ctxpolicy compile``; exit 0 ok, 1 invalid or unresolvable, 2 unreadable input."""
     file = str(args.manifest)
     path = resolve_ref(file)
+    root = _root(args.root, path)
+    if isinstance(root, int):
+        return root
     text = _read_manifest(path, file)
     if isinstance(text, int):
         return text
     policy = _policy(args.policy)
     if isinstance(policy, int):
         return policy
-    root = args.root if args.root is not None else (str(path.parent) or ".")
     try:
         manifest = manifest_from_text(text, source=file)
         plan, result = _compile(

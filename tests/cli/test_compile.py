@@ -138,3 +138,12 @@ def test_an_output_error_names_the_compile_verb(run_cli, data: Path) -> None:
     code, out, err = run_cli({}, *argv)
     assert (code, out) == (2, "")
     assert err.startswith("ctxpolicy compile: --output 无/x.html: "), err
+
+
+def test_a_root_that_is_no_folder_is_a_usage_error_naming_root(run_cli, data: Path) -> None:
+    code, out, err = run_cli({}, "compile", "context-config.json", "--root", "不存在")
+    assert (code, out) == (2, "")
+    assert err == "ctxpolicy compile: --root 不存在: no such folder\n"
+    (data / "a-file").write_text("x", encoding="utf-8")
+    code, _, err = run_cli({}, "compile", "context-config.json", "--root", "a-file")
+    assert code == 2 and err == "ctxpolicy compile: --root a-file: root is not a folder\n"
