@@ -78,10 +78,13 @@ def builtin_samples() -> tuple[str, ...]:
     return tuple(sorted(f"{PREFIX}{p.relative_to(BUNDLE_DIR).as_posix()}" for p in found))
 
 
-def not_found_message(ref: str) -> str:
-    """Why ``builtin:NAME`` names nothing, with the names that exist."""
-    names = ", ".join(f"{PREFIX}{name}" for name in builtin_policies())
-    return f"no bundled file {ref!r}; bundled policies: {names} (ctxpolicy list)"
+def missing_message(name: str) -> str:
+    """Why the file shown as ``name`` is not found: for ``builtin:NAME``, with the
+    bundled names that exist; else the plain reason."""
+    if not is_builtin(name):
+        return "no such file or folder"
+    names = ", ".join(f"{PREFIX}{policy}" for policy in builtin_policies())
+    return f"no bundled file {name!r}; bundled policies: {names} (ctxpolicy list)"
 
 
 __all__ = [
@@ -91,6 +94,6 @@ __all__ = [
     "builtin_policies",
     "builtin_samples",
     "is_builtin",
-    "not_found_message",
+    "missing_message",
     "resolve_ref",
 ]

@@ -49,8 +49,9 @@ from ctxpolicy.report import (
     LayerSource,
     ReportExtras,
     SkippedCollector,
+    TallyWarnings,
     build_report,
-    plan_warnings,
+    tally_warnings,
 )
 from ctxpolicy.tokens import Tokenizer, get_tokenizer
 
@@ -1144,9 +1145,10 @@ class _TurnLayers(NamedTuple):
     after_layers: tuple[str, ...]
     #: the tokens of ``before`` and ``after``
     tokens: int
-    #: the report's warnings before the engine's (`ctxpolicy.report.plan_warnings`): the
-    #: history adds none (a next turn's dropped leading units are a note, not a repair)
-    warnings: tuple[str, ...]
+    #: what the tallies give the report's warnings (`ctxpolicy.report.tally_warnings`):
+    #: the history adds none (a next turn's dropped leading units are a note, not a
+    #: repair; it is no block, so its cuts are not events)
+    warnings: TallyWarnings
 
 
 def _turn_layers(
@@ -1183,7 +1185,7 @@ def _turn_layers(
         tuple(names[0]),
         tuple(names[1]),
         tokens,
-        plan_warnings(call.plan, others),
+        tally_warnings(call.plan, others),
     )
 
 

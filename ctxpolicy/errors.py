@@ -19,14 +19,25 @@ class CtxPolicyError(Exception):
 
 
 class PolicyValidationError(CtxPolicyError):
-    """A policy file is invalid. ``issues`` holds every problem found, not just the first."""
+    """A policy file is invalid. ``issues`` holds every problem found, not just the first.
 
-    def __init__(self, issues: Sequence[PolicyIssue]) -> None:
+    The message is ``title`` (default ``invalid policy (N error(s))``) and the first 20
+    errors, one a line.
+    """
+
+    def __init__(self, issues: Sequence[PolicyIssue], *, title: str | None = None) -> None:
         self.issues: tuple[PolicyIssue, ...] = tuple(issues)
         errors = [i for i in self.issues if i.severity == "error"]
         head = "\n".join(i.format_text() for i in errors[:20])
         more = f"\n... and {len(errors) - 20} more" if len(errors) > 20 else ""
-        super().__init__(f"invalid policy ({len(errors)} error(s)):\n{head}{more}")
+        if title is None:
+            title = f"invalid policy ({len(errors)} error(s))"
+        super().__init__(f"{title}:\n{head}{more}")
+
+    def __str__(self) -> str:
+        # the message, also for a subclass that is an OSError with a ``filename`` (whose
+        # own ``__str__`` would print ``[Errno None] None: 'file'``)
+        return str(self.args[0])
 
 
 class MissingServiceError(PolicyValidationError, LookupError):
@@ -38,24 +49,19 @@ class MissingServiceError(PolicyValidationError, LookupError):
     """
 
     def __init__(self, issues: Sequence[PolicyIssue]) -> None:
-        super().__init__(issues)
-        head = "\n".join(i.format_text() for i in self.issues)
-        self.args = (f"the policy needs {len(self.issues)} service(s) not given:\n{head}",)
+        super().__init__(issues, title=f"the policy needs {len(issues)} service(s) not given")
 
 
 class PolicyNotFoundError(PolicyValidationError, FileNotFoundError):
     """The policy file (or the bundled ``builtin:NAME``) does not exist.
 
-    A `PolicyValidationError` (one ``file.missing`` issue) and a ``FileNotFoundError``.
+    A `PolicyValidationError` (one ``file.missing`` issue) and a ``FileNotFoundError``
+    whose ``filename`` is the file as the issue names it.
     """
 
     def __init__(self, issues: Sequence[PolicyIssue]) -> None:
-        super().__init__(issues)
-        head = "\n".join(i.format_text() for i in self.issues)
-        self.args = (f"policy file not found:\n{head}",)
-
-    def __str__(self) -> str:
-        return str(self.args[0])
+        super().__init__(issues, title="policy file not found")
+        self.filename = self.issues[0].file if self.issues else None
 
 
 class PolicyNotGivenError(PolicyValidationError, ValueError):
@@ -158,11 +164,16 @@ class PathEscapeError(BlocksError):
 
 
 class FileAccessError(BlocksError):
-    """A file inside the root cannot be used: missing, too large, not UTF-8, a folder."""
+    """A file inside the root cannot be used: missing, too large, not UTF-8, a folder.
 
-    def __init__(self, path: str, reason: str) -> None:
+    ``missing`` is True when nothing is at the path (not when it is of the wrong kind or
+    cannot be read).
+    """
+
+    def __init__(self, path: str, reason: str, *, missing: bool = False) -> None:
         self.path = path
         self.reason = reason
+        self.missing = missing
         super().__init__(f"cannot read {path!r}: {reason}")
 
 

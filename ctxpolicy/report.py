@@ -18,7 +18,7 @@ import logging
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, TypeVar, overload
 
 from ctxpolicy.layers import CHECKPOINT_MESSAGES, QUERY, layer_kind
 from ctxpolicy.logs import Event, log_events
@@ -202,8 +202,12 @@ class ComposeReport:
         prefix_hashes: For each message position ``i``, a stable hash of messages
             ``0..i``; equal hashes between two calls mean a cacheable common prefix.
             Computed when first read (`PrefixHashes`; compares equal to the tuple).
-        warnings: Advice (prompt-cache breakers, repairs, fallbacks).
+        warnings: Advice (prompt-cache breakers, repairs, fallbacks), then the events
+            a layer's report holds too (`layer_events`).
         summarized: Whether this call folded old history into a new summary.
+        layer_events: How many of ``warnings``, the last ones, a layer's report holds
+            too: a collector skipped (the layer's ``error``), a block layer's cut (its
+            ``cuts``). `call_warnings` leaves them out.
     """
 
     process: str
@@ -216,6 +220,13 @@ class ComposeReport:
     prefix_hashes: Sequence[str] = ()
     warnings: tuple[str, ...] = ()
     summarized: bool = False
+    layer_events: int = 0
+
+    @property
+    def call_warnings(self) -> tuple[str, ...]:
+        """``warnings`` less those a layer's report holds too (`layer_events`): what a
+        preview lists besides its layer rows, each problem once."""
+        return self.warnings[: len(self.warnings) - self.layer_events]
 
     def layer(self, name: str) -> LayerReport:
         """The report of layer ``name``.
@@ -525,8 +536,7 @@ def _annotation(name: str, extras: ReportExtras, references_layer: str) -> _Anno
     result = extras.recalled.get(name)
     if result is not None:
         recalled = result.units
-        notes.append(recall_note(result))
-        notes.extend(result.warnings)
+        notes.append(recall_note(result))  # its warnings (a fallback) are the call's
     references: tuple[QueryReference, ...] = ()
     if name == references_layer and extras.references:
         references = extras.references
@@ -596,17 +606,14 @@ def _included_report(
 
 
 def call_events(
-    plan: LayerPlan, tallies: Mapping[str, LayerTally], extras: ReportExtras
+    extras: ReportExtras, skips: Sequence[str], cuts: Sequence[str]
 ) -> tuple[Event, ...]:
     """What went differently in a fresh composition, as `ctxpolicy.logs` events: each
-    collector skipped, each fallback, each block layer cut (truncated or dropped)."""
+    fallback, each collector skipped (``skips``), each block layer cut (``cuts``,
+    `TallyWarnings.cuts`)."""
     events: list[Event] = [(logging.WARNING, text) for text in extras.warnings]
-    events += [(logging.WARNING, s.describe()) for s in extras.skipped]
-    for name in plan.order or plan.names:
-        tally = tallies.get(name)
-        if tally is None or tally.layer.kind != "block":
-            continue
-        events += [(logging.INFO, f"{name}: {cut.describe()}") for cut in tally.cuts]
+    events += [(logging.WARNING, text) for text in skips]
+    events += [(logging.INFO, text) for text in cuts]
     return tuple(events)
 
 
@@ -619,7 +626,7 @@ def build_report(
     notes: Mapping[str, Sequence[str]],
     summarized: bool,
     extras: ReportExtras = NO_EXTRAS,
-    warnings: tuple[str, ...] | None = None,
+    warnings: TallyWarnings | None = None,
 ) -> ComposeReport:
     """The report of one composition: every layer of the policy order, in order.
 
@@ -634,22 +641,12 @@ def build_report(
         notes: Notes about the call's inputs, per layer (ignored values, ...).
         summarized: Whether this composition asks for a summary.
         extras: What the engine knows about the call.
-        warnings: `plan_warnings` of ``plan`` and ``tallies`` when the caller has them
-            (a next turn: its last call's); None: made here.
+        warnings: `tally_warnings` of ``plan`` and ``tallies`` when the caller has them
+            (a next turn: its last call's, whose events are not logged again); None:
+            made here.
     """
     order = plan.order or plan.names
-    if warnings is None:  # a fresh composition: its events are logged, once, here
-        events = call_events(plan, tallies, extras)
-        log_events(events)
-        warnings = plan_warnings(plan, tallies)
-        if events:
-            warnings = (*warnings, *(text for _, text in events))
-        # a recall fallback: on every call's report, logged once by its recaller
-        fallbacks = [w for result in extras.recalled.values() for w in result.warnings]
-        if fallbacks:
-            warnings = (*warnings, *fallbacks)
-    elif extras.warnings:  # a next turn carries its last call's, less the engine's
-        warnings = (*warnings, *extras.warnings)
+    texts, layer_events = _report_warnings(plan, tallies, extras, warnings)
     # positional (in field order): a frozen dataclass sets keyword arguments more slowly
     return ComposeReport(
         plan.process,
@@ -660,20 +657,58 @@ def build_report(
         LayerReports(order, _layer_maker(plan, tallies, order, notes, extras)),
         extras.skipped,
         PrefixHashes(messages),
-        warnings,
+        texts,
         summarized or extras.summarized,
+        layer_events,
     )
 
 
-def plan_warnings(plan: LayerPlan, tallies: Mapping[str, LayerTally]) -> tuple[str, ...]:
-    """The warnings of a composition before the engine's (`ReportExtras.warnings`): the
-    plan's, then each layer's repairs, in the policy order."""
+def _report_warnings(
+    plan: LayerPlan,
+    tallies: Mapping[str, LayerTally],
+    extras: ReportExtras,
+    carried: TallyWarnings | None,
+) -> tuple[tuple[str, ...], int]:
+    """`ComposeReport.warnings` and ``layer_events`` (see `build_report`): the same for
+    a fresh composition and a next turn carrying its last call's `TallyWarnings`."""
+    tallied = tally_warnings(plan, tallies) if carried is None else carried
+    skips = tuple(s.describe() for s in extras.skipped) if extras.skipped else ()
+    if carried is None and (extras.warnings or skips or tallied.cuts):
+        # a fresh composition's events are logged, once, here (a next turn's were)
+        log_events(call_events(extras, skips, tallied.cuts))
+    # a recall fallback: on every call's report, logged once by its recaller
+    fallbacks = [w for result in extras.recalled.values() for w in result.warnings]
+    if not (extras.warnings or fallbacks or skips or tallied.cuts):
+        return tallied.plan, 0
+    # the call's own, then what a layer's report holds too (`ComposeReport.call_warnings`)
+    warnings = (*tallied.plan, *extras.warnings, *fallbacks, *skips, *tallied.cuts)
+    return warnings, len(skips) + len(tallied.cuts)
+
+
+class TallyWarnings(NamedTuple):
+    """The warnings a composition's tallies give its report (`tally_warnings`)."""
+
+    #: the plan's, then each layer's history repairs, in the policy order (before the
+    #: engine's, `ReportExtras.warnings`)
+    plan: tuple[str, ...]
+    #: each cut of a block layer (truncated or dropped), as ``"layer: cut"``: events a
+    #: layer's report holds too (`ComposeReport.layer_events`)
+    cuts: tuple[str, ...]
+
+
+def tally_warnings(plan: LayerPlan, tallies: Mapping[str, LayerTally]) -> TallyWarnings:
+    """The `TallyWarnings` of ``tallies``, composed under ``plan``."""
     warnings = list(plan.warnings)
+    cuts: list[str] = []
     for name in plan.order or plan.names:
         tally = tallies.get(name)
-        if tally is not None and tally.repairs:
+        if tally is None:
+            continue
+        if tally.repairs:
             warnings.append(f"{name}: history repaired: {'; '.join(tally.repairs)}")
-    return tuple(warnings)
+        if tally.cuts and tally.layer.kind == "block":
+            cuts.extend(f"{name}: {cut.describe()}" for cut in tally.cuts)
+    return TallyWarnings(tuple(warnings), tuple(cuts))
 
 
 def _layer_maker(
@@ -716,13 +751,14 @@ __all__ = [
     "PrefixHashes",
     "ReportExtras",
     "SkippedCollector",
+    "TallyWarnings",
     "build_report",
     "call_events",
     "canonical_message",
     "common_prefix",
     "curation_note",
-    "plan_warnings",
     "prefix_hashes",
     "recall_note",
     "skip_note",
+    "tally_warnings",
 ]

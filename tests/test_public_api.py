@@ -70,3 +70,23 @@ def test_import_is_light() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True)
     assert out.stdout.strip() == ""
+
+
+def test_a_validation_error_titles_its_issues() -> None:
+    from ctxpolicy.errors import MissingServiceError
+
+    issues = [
+        ctxpolicy.PolicyIssue("团队.yaml", 3, 5, "$.layers.a", f"service {n!r} 未提供", "s")
+        for n in ("kb", "记忆")
+    ]
+    plain = ctxpolicy.PolicyValidationError(issues)
+    assert str(plain).startswith("invalid policy (2 error(s)):\n团队.yaml:3:5: $.layers.a")
+    titled = ctxpolicy.PolicyValidationError(issues, title="两个问题")
+    assert str(titled).startswith("两个问题:\n团队.yaml:3:5:")
+    missing = MissingServiceError(issues)
+    assert str(missing) == (
+        "the policy needs 2 service(s) not given:\n"
+        "团队.yaml:3:5: $.layers.a: service 'kb' 未提供 [s]\n"
+        "团队.yaml:3:5: $.layers.a: service '记忆' 未提供 [s]"
+    )
+    assert missing.args == (str(missing),) and missing.issues == tuple(issues)

@@ -158,13 +158,23 @@ def load_manifest(path: str | Path, *, max_bytes: int = DEFAULT_MAX_FILE_BYTES) 
     """
     file = Path(path)
     text = read_text_inside(file.parent, file.name, max_bytes=max_bytes)
+    return manifest_from_text(text, source=str(file))
+
+
+def manifest_from_text(text: str, *, source: str = "manifest") -> ContextManifest:
+    """Parse and validate the JSON text of a context manifest (read as `load_manifest`
+    reads it).
+
+    Raises:
+        ManifestError: not JSON (``source:LINE:COL``), not an object, or invalid.
+    """
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise ManifestError(f"{file}:{exc.lineno}:{exc.colno}: not JSON: {exc.msg}") from None
+        raise ManifestError(f"{source}:{exc.lineno}:{exc.colno}: not JSON: {exc.msg}") from None
     if not isinstance(data, dict):
-        raise ManifestError(f"{file}: a context manifest is a JSON object")
-    return parse_manifest(data, source=str(file))
+        raise ManifestError(f"{source}: a context manifest is a JSON object")
+    return parse_manifest(data, source=source)
 
 
 # --------------------------------------------------------------------------- reading (I/O)
@@ -541,6 +551,7 @@ __all__ = [
     "emit_messages",
     "format_messages",
     "load_manifest",
+    "manifest_from_text",
     "manifest_policy",
     "manifest_references",
     "merge_references",

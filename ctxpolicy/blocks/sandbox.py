@@ -44,7 +44,10 @@ def resolve_root(root: str | os.PathLike[str], *, base_dir: Path | None = None) 
         try:
             path = Path(root).resolve(strict=True)
         except (OSError, RuntimeError) as exc:
-            raise FileAccessError(os.fspath(root), f"root folder does not exist ({exc})") from None
+            missing = isinstance(exc, FileNotFoundError)
+            raise FileAccessError(
+                os.fspath(root), f"root folder does not exist ({exc})", missing=missing
+            ) from None
     if not path.is_dir():
         raise FileAccessError(os.fspath(root), "root is not a folder")
     return path
@@ -90,7 +93,7 @@ def resolve_inside(root: Path, path: str, *, must_exist: bool = True) -> Path:
         if must_exist:
             # Say "escapes" rather than "missing" when the lexical path already leaves.
             _refuse_lexical_escape(path)
-            raise FileAccessError(path, "no such file") from None
+            raise FileAccessError(path, "no such file", missing=True) from None
         parent = resolve_inside(root, str(PurePosixPath(path).parent) or ".", must_exist=True)
         real = parent / PurePosixPath(path).name
         if PurePosixPath(path).name in {"", ".", ".."}:

@@ -220,6 +220,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     stderr; set ``CTXPOLICY_DEBUG=1`` for the traceback), 130 interrupted, 141 the output
     pipe was closed (quietly: nothing is printed).
     """
+    # the verbs print what the `ctxpolicy` logger would (a skipped collector is in the
+    # preview): no second copy on stderr from Python's last-resort handler, during the run
+    logger = logging.getLogger("ctxpolicy")
+    quiet = logging.NullHandler()
+    logger.addHandler(quiet)
     try:
         code = _dispatch(argv)
         sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's last flush
@@ -230,6 +235,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_INTERRUPTED
     except Exception as exc:  # noqa: BLE001 - the one place that turns bugs into exit 3
         return _internal_error(exc)
+    finally:
+        logger.removeHandler(quiet)
     return code
 
 
@@ -242,9 +249,6 @@ PYDANTIC_PLUGINS_VARIABLE = "PYDANTIC_DISABLE_PLUGINS"
 def console_main() -> None:
     """Entry point of the ``ctxpolicy`` console script and of ``python -m ctxpolicy``."""
     os.environ.setdefault(PYDANTIC_PLUGINS_VARIABLE, "__all__")
-    # the verbs print what the `ctxpolicy` logger would (a skipped collector is in the
-    # preview): no second copy on stderr from Python's last-resort handler
-    logging.getLogger("ctxpolicy").addHandler(logging.NullHandler())
     sys.exit(main())
 
 

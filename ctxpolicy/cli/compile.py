@@ -16,18 +16,20 @@ import json
 import re
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ctxpolicy.blocks.manifest import (
     emit_composition,
     format_messages,
-    load_manifest,
+    manifest_from_text,
     manifest_policy,
     merge_references,
     read_sources,
     resolve_sources,
     select_blocks,
 )
+from ctxpolicy.blocks.sandbox import read_text_inside, resolve_root
 from ctxpolicy.builtin import resolve_ref
 from ctxpolicy.cli import main as cli_main
 from ctxpolicy.cli.preview import emit, stdout_wants_color
@@ -142,15 +144,30 @@ def _manifest_error(file: str, text: str | None, message: str) -> str:
     )
 
 
-def _read_manifest(file: str) -> str | int:
-    """The manifest's text, or exit 2 after one line naming why it cannot be read."""
+def _read_manifest(path: Path, file: str) -> str | int:
+    """The text of the manifest ``file`` (at ``path``), read once as `load_manifest`
+    reads it (a regular file within the size limit, UTF-8), or exit 2 after one line
+    naming why it cannot be read."""
     try:
-        return resolve_ref(file).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        reason = getattr(exc, "strerror", None) or str(exc)
-        rule = "file.missing" if isinstance(exc, FileNotFoundError) else "file.unreadable"
-        _err(f"{file}: cannot read: {reason} [{rule}]")
+        return read_text_inside(path.parent, path.name)
+    except (FileAccessError, PathEscapeError) as exc:
+        missing = isinstance(exc, FileAccessError) and exc.missing
+        rule = "file.missing" if missing else "file.unreadable"
+        _err(f"{file}: cannot read: {exc.reason} [{rule}]")
         return EXIT_USAGE
+
+
+def _root(root: str | None, manifest: Path) -> str | int:
+    """The folder the manifest's handles resolve in (``--root``, else the manifest's
+    folder), or exit 2 after one line when ``--root`` is no folder."""
+    if root is None:
+        return str(manifest.parent) or "."
+    try:
+        resolve_root(root)
+    except FileAccessError as exc:
+        _err(f"ctxpolicy compile: --root {root}: {'no such folder' if exc.missing else exc.reason}")
+        return EXIT_USAGE
+    return root
 
 
 def _policy(path: str | None) -> Policy | int:
@@ -210,16 +227,18 @@ def _failure(  # noqa: PLR0911 - one line per kind of error
 def run(args: argparse.Namespace) -> int:
     """Run ``ctxpolicy compile``; exit 0 ok, 1 invalid or unresolvable, 2 unreadable input."""
     file = str(args.manifest)
-    text = _read_manifest(file)
+    path = resolve_ref(file)
+    root = _root(args.root, path)
+    if isinstance(root, int):
+        return root
+    text = _read_manifest(path, file)
     if isinstance(text, int):
         return text
     policy = _policy(args.policy)
     if isinstance(policy, int):
         return policy
-    path = resolve_ref(file)
-    root = args.root if args.root is not None else (str(path.parent) or ".")
     try:
-        manifest = load_manifest(path)
+        manifest = manifest_from_text(text, source=file)
         plan, result = _compile(
             manifest, args, policy=None if args.policy is None else policy, root=root
         )
@@ -232,7 +251,7 @@ def run(args: argparse.Namespace) -> int:
         fmt=args.format,
         color=args.output is None and stdout_wants_color(),
     )
-    return emit(rendered, output=args.output)
+    return emit(rendered, output=args.output, verb="compile")
 
 
 def _first_quoted(message: str) -> str | None:

@@ -26,7 +26,7 @@ import sys
 from pathlib import Path
 
 from ctxpolicy.atomic import write_text_atomic
-from ctxpolicy.builtin import is_builtin, not_found_message, resolve_ref
+from ctxpolicy.builtin import is_builtin, missing_message, resolve_ref
 from ctxpolicy.cli.reporters import format_issue
 from ctxpolicy.editing import check_candidate
 from ctxpolicy.editing import format_yaml_value as q
@@ -253,9 +253,7 @@ def _check_arguments(args: argparse.Namespace) -> str | None:
     if output.exists() and not args.force:
         return f"{output}: file exists; not overwritten (use --force to replace it)"
     if args.extends is not None and not resolve_ref(args.extends).is_file():
-        if is_builtin(args.extends):
-            return f"--extends {args.extends}: {not_found_message(args.extends)}"
-        return f"--extends {args.extends}: no such file"
+        return f"--extends {args.extends}: {missing_message(args.extends)}"
     return None
 
 
@@ -271,11 +269,30 @@ def _output_path(args: argparse.Namespace) -> Path:
     return Path(args.output) if args.output else Path(f"{args.name}.yaml")
 
 
+def _missing_folders(folder: Path) -> list[Path]:
+    """``folder`` and its parents that do not exist yet, innermost first."""
+    missing: list[Path] = []
+    while not folder.exists() and folder != folder.parent:
+        missing.append(folder)
+        folder = folder.parent
+    return missing
+
+
+def _remove_empty(folders: list[Path]) -> None:
+    """Remove those of ``folders`` (innermost first) that exist and are empty."""
+    for folder in folders:
+        try:
+            folder.rmdir()
+        except FileNotFoundError:
+            continue
+        except OSError:  # not empty (or not ours to remove): leave it and its parents
+            return
+
+
 def _policy_text(args: argparse.Namespace, output: Path) -> str | None:
     """The new policy's text, validated where it will be written; None (issues printed)
     when it would not validate."""
     folder = output.parent if str(output.parent) else Path()
-    folder.mkdir(parents=True, exist_ok=True)
     extends = _extends_reference(args.extends, folder)
     schema = schema_reference(folder)
     text = render_team_policy(args.name, extends=extends, schema=schema)
@@ -292,17 +309,27 @@ def run(args: argparse.Namespace) -> int:
         _err(problem)
         return 2
     output = _output_path(args)
+    # the candidate is validated in its own folder (extends and templates resolve from
+    # there): the folders made for it are removed again when nothing is written
+    folder = output.parent if str(output.parent) else Path()
+    made = _missing_folders(folder)
+    written = False
     try:
+        folder.mkdir(parents=True, exist_ok=True)
         text = _policy_text(args, output)
         if text is None:
             _err(f"{output}: not written: the new policy would not validate (see above)")
             return 2
         write_text_atomic(output, text, overwrite=bool(args.force))
+        written = True
     except FileExistsError:
         _err(f"{output}: file exists; not overwritten (use --force to replace it)")
         return 2
     except OSError as exc:
         _err(f"{output}: cannot write: {exc.strerror or exc}")
         return 2
+    finally:
+        if not written:
+            _remove_empty(made)
     sys.stdout.write(f"wrote {output}\n")
     return 0

@@ -24,8 +24,9 @@ from langchain_core.messages import convert_to_messages
 from ruamel.yaml import YAML
 
 from ctxpolicy.atomic import write_text_atomic
-from ctxpolicy.builtin import resolve_ref
+from ctxpolicy.builtin import is_builtin, missing_message, resolve_ref
 from ctxpolicy.cli.reporters import format_issue
+from ctxpolicy.diagnostics import display_name
 from ctxpolicy.engine import PolicyEngine
 from ctxpolicy.errors import (
     CtxPolicyError,
@@ -97,16 +98,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _read_text(path: Path, *, what: str) -> str:
+    name = display_name(path)  # a bundled file by its builtin: name, not its venv path
     try:
         data = path.read_bytes()
     except OSError as exc:
-        raise PreviewInputError(f"{what} {path}: cannot read: {exc.strerror or exc}") from None
+        if isinstance(exc, FileNotFoundError) and is_builtin(name):
+            raise PreviewInputError(f"{what} {name}: {missing_message(name)}") from None
+        raise PreviewInputError(f"{what} {name}: cannot read: {exc.strerror or exc}") from None
     if len(data) > MAX_STATE_BYTES:
-        raise PreviewInputError(f"{what} {path}: larger than {MAX_STATE_BYTES} bytes")
+        raise PreviewInputError(f"{what} {name}: larger than {MAX_STATE_BYTES} bytes")
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError:
-        raise PreviewInputError(f"{what} {path}: not UTF-8 text") from None
+        raise PreviewInputError(f"{what} {name}: not UTF-8 text") from None
 
 
 def load_state(path: Path) -> dict[str, Any]:
@@ -116,6 +120,7 @@ def load_state(path: Path) -> dict[str, Any]:
         PreviewInputError: unreadable, not a mapping, or messages langchain cannot read.
     """
     text = _read_text(path, what="--state")
+    name = display_name(path)
     try:
         if path.suffix.lower() in (".yaml", ".yml"):
             data: Any = YAML(typ="safe", pure=True).load(text)
@@ -123,21 +128,21 @@ def load_state(path: Path) -> dict[str, Any]:
             data = json.loads(text)
     except Exception as exc:  # noqa: BLE001 - any parser error is bad input
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise PreviewInputError(f"--state {path}: cannot parse: {first}") from None
+        raise PreviewInputError(f"--state {name}: cannot parse: {first}") from None
     if data is None:
         data = {}
     if not isinstance(data, Mapping):
-        raise PreviewInputError(f"--state {path}: expected a mapping, got {type(data).__name__}")
+        raise PreviewInputError(f"--state {name}: expected a mapping, got {type(data).__name__}")
     state = dict(data)
     raw = state.get("messages")
     if raw is not None:
         if not isinstance(raw, list):
-            raise PreviewInputError(f"--state {path}: 'messages' must be a list")
+            raise PreviewInputError(f"--state {name}: 'messages' must be a list")
         try:
             state["messages"] = convert_to_messages(raw)
         except Exception as exc:  # noqa: BLE001 - langchain raises several types
             message = str(exc).strip().splitlines()[0] if str(exc).strip() else repr(exc)
-            raise PreviewInputError(f"--state {path}: bad 'messages': {message}") from None
+            raise PreviewInputError(f"--state {name}: bad 'messages': {message}") from None
     return state
 
 
@@ -172,15 +177,16 @@ def stdout_wants_color() -> bool:
     return color_enabled(sys.stdout)
 
 
-def emit(rendered: str, *, output: str | None) -> int:
-    """Write to standard output, or atomically to ``output``; exit 2 if it cannot be written."""
+def emit(rendered: str, *, output: str | None, verb: str) -> int:
+    """Write to standard output, or atomically to ``output``; exit 2 if it cannot be
+    written (the error names ``verb``, the command that rendered it)."""
     if output is None:
         sys.stdout.write(rendered + "\n")
         return EXIT_OK
     try:
         write_text_atomic(output, rendered + "\n")
     except OSError as exc:
-        _err(f"ctxpolicy preview: --output {output}: {exc.strerror or exc}")
+        _err(f"ctxpolicy {verb}: --output {output}: {exc.strerror or exc}")
         return EXIT_USAGE
     return EXIT_OK
 
@@ -262,7 +268,7 @@ def run(args: argparse.Namespace) -> int:
         fmt=args.format,
         color=args.output is None and stdout_wants_color(),
     )
-    return emit(rendered, output=args.output)
+    return emit(rendered, output=args.output, verb="preview")
 
 
 __all__ = [

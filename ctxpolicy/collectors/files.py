@@ -18,7 +18,6 @@ fits. The engine applies the layer's overflow rule to what remains.
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -35,7 +34,7 @@ from ctxpolicy.blocks.references import (
 )
 from ctxpolicy.blocks.sandbox import check_relative, resolve_inside, resolve_root
 from ctxpolicy.collectors.base import Collected, CollectRequest
-from ctxpolicy.errors import BlocksError, PathEscapeError
+from ctxpolicy.errors import BlocksError, FileAccessError, PathEscapeError
 from ctxpolicy.layers import fill_root, root_placeholders
 from ctxpolicy.policy import FilesCollectorSpec
 
@@ -206,16 +205,17 @@ def _session_root(request: CollectRequest, root: str, base_dir: Path) -> tuple[s
 
     Raises:
         PathEscapeError: the root leaves the policy's folder.
-        FileAccessError: a root without placeholders is missing.
+        FileAccessError: a root without placeholders is missing; a root is not a folder
+            or cannot be read.
         BlocksError: a placeholder has no value for this call.
     """
     filled = _filled(request, root)
-    if filled != root and not (base_dir / filled).exists():
-        check_relative(filled)
-        if Path(os.path.normpath(filled)).parts[:1] == ("..",):
-            raise PathEscapeError(filled, "'..' leaves the policy's folder")
+    try:
+        return filled, resolve_root(filled, base_dir=base_dir)
+    except FileAccessError as exc:
+        if filled == root or not exc.missing:
+            raise
         return filled, None
-    return filled, resolve_root(filled, base_dir=base_dir)
 
 
 def collect_files(request: CollectRequest) -> str | Collected | None:

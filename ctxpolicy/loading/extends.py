@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ctxpolicy.builtin import builtin_name, is_builtin, not_found_message, resolve_ref
+from ctxpolicy.builtin import is_builtin, missing_message, resolve_ref
 from ctxpolicy.diagnostics import (
     MAX_EXTENDS_DEPTH,
     POLICY_SUFFIXES,
@@ -268,18 +268,20 @@ def _target(
 ) -> tuple[tuple[Path, Path] | None, str, str]:
     """``((path, real path), "", "")`` of where ``ref`` points, or ``(None, rule, message)``
     when it may not be followed. ``builtin:NAME`` is a policy bundled with the package."""
-    if is_builtin(ref):
+    builtin = is_builtin(ref)
+    if builtin:
         target = resolve_ref(ref)
-        if not target.is_file() or builtin_name(target) is None:
-            return None, "extends.missing", f"extends {ref!r}: {not_found_message(ref)}"
-        return _checked(target, stack)
-    if not ref or Path(ref).is_absolute() or ref.startswith(("/", "\\")):
+        # a name that names no file of the bundle (or would leave it) is not found
+        if not target.is_file():
+            return None, "extends.missing", f"extends {ref!r}: {missing_message(ref)}"
+    elif not ref or Path(ref).is_absolute() or ref.startswith(("/", "\\")):
         return None, "extends.absolute", f"extends {ref!r} must be a path relative to this file"
-    if Path(ref).suffix.lower() not in POLICY_SUFFIXES:
+    else:
+        target = Path(os.path.normpath(child.parent / ref))
+    if target.suffix.lower() not in POLICY_SUFFIXES:
         suffixes = ", ".join(POLICY_SUFFIXES)
         return None, "extends.not-policy", f"extends {ref!r} is not a policy file ({suffixes})"
-    target = Path(os.path.normpath(child.parent / ref))
-    if not target.is_file():
+    if not builtin and not target.is_file():
         message = f"extends {ref!r}: parent policy {display_name(target)} not found"
         return None, "extends.missing", message
     return _checked(target, stack)

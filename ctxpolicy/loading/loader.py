@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ctxpolicy.builtin import is_builtin, not_found_message, resolve_ref
+from ctxpolicy.builtin import missing_message, resolve_ref
 from ctxpolicy.diagnostics import (
     POLICY_SUFFIXES,
     JsonPath,
@@ -286,8 +286,7 @@ def validate_paths(
     for file in iter_policy_files(paths):
         if not file.exists():
             name = display_name(file)
-            message = not_found_message(name) if is_builtin(name) else "no such file or folder"
-            issues.append(PolicyIssue(name, 0, 0, "$", message, "file.missing"))
+            issues.append(PolicyIssue(name, 0, 0, "$", missing_message(name), "file.missing"))
             continue
         issues.extend(_resolve(file, documents=documents, typed=False).issues)
     return list(sorted_issues(issues))

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ctxpolicy.builtin import builtin_name, not_found_message
+from ctxpolicy.builtin import is_builtin, missing_message
 from ctxpolicy.diagnostics import (
     MAX_FILE_BYTES,
     POLICY_SUFFIXES,
@@ -97,11 +97,23 @@ def _decode(raw: bytes, name: str) -> tuple[str | None, list[PolicyIssue]]:
     return text.removeprefix("\ufeff"), []
 
 
-def _read_bytes(path: Path, name: str) -> tuple[bytes | None, list[PolicyIssue]]:
+def _refused(path: Path, name: str) -> PolicyIssue | None:
+    """Why ``path`` is not read at all, if it is not."""
+    # a ``builtin:`` name that names no file of the bundle (also one that would leave it:
+    # ``builtin:../x`` resolves to no file) is not found, whatever its suffix
+    if is_builtin(name) and not path.is_file():
+        return PolicyIssue(name, 0, 0, "$", missing_message(name), "file.missing")
     suffix = path.suffix.lower()
     if suffix not in POLICY_SUFFIXES:
         message = f"not a policy file: expected {', '.join(POLICY_SUFFIXES)}, got {suffix!r}"
-        return None, [PolicyIssue(name, 1, 1, "$", message, "file.type")]
+        return PolicyIssue(name, 1, 1, "$", message, "file.type")
+    return None
+
+
+def _read_bytes(path: Path, name: str) -> tuple[bytes | None, list[PolicyIssue]]:
+    refused = _refused(path, name)
+    if refused is not None:
+        return None, [refused]
     try:
         raw = read_regular_file(path, max_bytes=MAX_FILE_BYTES)
     except NotRegularFileError:  # a FIFO or a device would block or never end
@@ -115,9 +127,7 @@ def _read_bytes(path: Path, name: str) -> tuple[bytes | None, list[PolicyIssue]]
         )
         return None, [PolicyIssue(name, 1, 1, "$", message, "file.too-large")]
     except FileNotFoundError:
-        bundled = builtin_name(path)
-        message = "no such file or folder" if bundled is None else not_found_message(bundled)
-        return None, [PolicyIssue(name, 0, 0, "$", message, "file.missing")]
+        return None, [PolicyIssue(name, 0, 0, "$", missing_message(name), "file.missing")]
     except OSError as exc:
         reason = exc.strerror or type(exc).__name__
         message = f"cannot read file: {reason}"

@@ -148,7 +148,7 @@ def _layer_line(
     if not layer.included:
         text = f"  {name}  {'-' * width}  excluded: {layer.reason}"
         return paint(text, "dim", enabled=color)
-    cap = layer.share_cap or available
+    cap = layer.cap or available  # the cap the layer got (after redistribution)
     filled = allocate_cells([layer.tokens], total=max(cap, 1), width=width)[0]
     if color:
         bar = _fg("█" * filled, layer_color(index), enabled=True) + paint(
@@ -157,9 +157,13 @@ def _layer_line(
     else:
         bar = "#" * filled + "." * (width - filled)
     share = 100 * layer.tokens / available if available else 0.0
-    cap_text = f"{layer.share_cap:,}" if layer.share_cap is not None else "-"
+    cap_text = f"{layer.cap:,}" if layer.cap is not None else "-"
     line = f"  {name}  {bar}  {layer.tokens:>7,} / {cap_text:>7} tok  {share:5.1f}%"
-    extras = [*layer.cuts, *([f"error: {layer.error}"] if layer.error else [])]
+    extras = list(layer.cuts)
+    if layer.ratio_cap is not None:
+        extras.append(f"ratio cap {layer.ratio_cap:,}")
+    if layer.error:
+        extras.append(f"error: {layer.error}")
     if extras:
         line += "  " + paint("; ".join(extras), "yellow", enabled=color)
     return line

@@ -12,7 +12,7 @@ import json
 from typing import TYPE_CHECKING
 
 from ctxpolicy.render.terminal import format_stacked_bar
-from ctxpolicy.render.view import Preview, build_view, call_warnings
+from ctxpolicy.render.view import LayerView, Preview, PreviewView, build_view
 
 if TYPE_CHECKING:
     from langchain_core.messages import BaseMessage
@@ -79,10 +79,10 @@ def _message_lines(preview: Preview) -> list[str]:
     return lines or ["  (none)"]
 
 
-def _why(layer: LayerReport) -> str:
-    extra = [cut.describe() for cut in layer.cuts]
-    if layer.base_cap is not None and layer.cap is not None and layer.cap != layer.base_cap:
-        extra.append(f"ratio cap {layer.base_cap}")
+def _why(layer: LayerView) -> str:
+    extra = list(layer.cuts)
+    if layer.ratio_cap is not None:
+        extra.append(f"ratio cap {layer.ratio_cap}")
     if layer.error:
         extra.append(f"collector skipped: {layer.error}")
     elif layer.merged_into is not None:
@@ -92,13 +92,15 @@ def _why(layer: LayerReport) -> str:
     return f"{layer.reason} — {'; '.join(extra)}" if extra else layer.reason
 
 
-def _layer_lines(layer: LayerReport, *, window: int) -> list[str]:
-    if not layer.included:
+def _layer_lines(layer: LayerReport, row: LayerView, *, window: int) -> list[str]:
+    """The row of ``layer`` (``row`` its view: what the previews show alike), then the
+    units it recalled, each with its text."""
+    if not row.included:
         blank = f"{'-':>7} {'-':>7}  {'':<{BAR_WIDTH}}"
-        return [f"  {layer.name:<{NAME_WIDTH}} {blank}  excluded: {layer.reason}"]
-    bar = _bar(layer.tokens, layer.cap, window)
-    numbers = f"{layer.tokens:>7} {layer.cap or 0:>7}"
-    lines = [f"  {layer.name:<{NAME_WIDTH}} {numbers}  {bar}  {_why(layer)}"]
+        return [f"  {row.name:<{NAME_WIDTH}} {blank}  excluded: {row.reason}"]
+    bar = _bar(row.tokens, row.cap, window)
+    numbers = f"{row.tokens:>7} {row.cap or 0:>7}"
+    lines = [f"  {row.name:<{NAME_WIDTH}} {numbers}  {bar}  {_why(row)}"]
     lines.extend(
         f"  {'':<{NAME_WIDTH}} recalled {u.label} ({u.source}, score {u.score:.2f}, "
         f"{u.tokens} tok): {_one_line(u.text)}"
@@ -107,29 +109,30 @@ def _layer_lines(layer: LayerReport, *, window: int) -> list[str]:
     return lines
 
 
-def _table(preview: Preview) -> list[str]:
+def _table(preview: Preview, view: PreviewView) -> list[str]:
     lines = [
         f"  {'layer':<{NAME_WIDTH}} {'tokens':>7} {'cap':>7}  {'share of window':<{BAR_WIDTH}}  why"
     ]
-    for layer in preview.result.report.layers:
-        lines += _layer_lines(layer, window=preview.context_window)
+    rows = zip(preview.result.report.layers, view.layers, strict=True)
+    for layer, row in rows:
+        lines += _layer_lines(layer, row, window=preview.context_window)
     return lines
 
 
-def _footer(preview: Preview) -> list[str]:
+def _footer(preview: Preview, view: PreviewView) -> list[str]:
     lines: list[str] = []
     if preview.result.persist:
         lines += ["", "persist: " + ", ".join(sorted(preview.result.persist))]
-    warnings = call_warnings(preview.result.report)
-    if warnings:
-        lines += ["", "warnings:"] + [f"  - {w}" for w in warnings]
+    if view.warnings:
+        lines += ["", "warnings:"] + [f"  - {w}" for w in view.warnings]
     return lines
 
 
 def render_text(preview: Preview, *, color: bool = False) -> str:
     """The human-readable preview; ``color`` paints the stacked window bar."""
+    view = build_view(preview)
     lines = [*_header(preview), "", "messages:", *_message_lines(preview), ""]
-    lines += _table(preview)
-    lines += _footer(preview)
-    lines += ["", *format_stacked_bar(build_view(preview), color=color)]
+    lines += _table(preview, view)
+    lines += _footer(preview, view)
+    lines += ["", *format_stacked_bar(view, color=color)]
     return "\n".join(lines)

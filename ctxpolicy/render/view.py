@@ -25,9 +25,9 @@ if TYPE_CHECKING:
     from ctxpolicy.plan import LayerPlan
     from ctxpolicy.policy import Policy
     from ctxpolicy.recall.select import RecalledUnit
-    from ctxpolicy.report import ComposeReport, LayerReport
+    from ctxpolicy.report import LayerReport
 
-__all__ = ["LayerView", "MessageView", "Preview", "PreviewView", "build_view", "call_warnings"]
+__all__ = ["LayerView", "MessageView", "Preview", "PreviewView", "build_view"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,19 +207,6 @@ def _message(message: BaseMessage, layer: str) -> MessageView:
     )
 
 
-def call_warnings(report: ComposeReport) -> tuple[str, ...]:
-    """The report's warnings less those a layer row already shows (a skipped collector,
-    a block's cut): each problem is one entry of a preview."""
-    on_rows = {skip.describe() for skip in report.skipped}
-    on_rows.update(
-        f"{layer.name}: {cut.describe()}"
-        for layer in report.layers
-        if layer.kind == "block"
-        for cut in layer.cuts
-    )
-    return tuple(w for w in report.warnings if w not in on_rows)
-
-
 def build_view(preview: Preview) -> PreviewView:
     """The rows of ``preview``: every layer of the policy order, every composed message."""
     report = preview.result.report
@@ -237,5 +224,5 @@ def build_view(preview: Preview) -> PreviewView:
             _message(message, layer)
             for message, layer in zip(preview.result.messages, owners, strict=True)
         ),
-        warnings=call_warnings(report),
+        warnings=report.call_warnings,
     )

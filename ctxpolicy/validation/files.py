@@ -32,30 +32,36 @@ def _templates() -> ModuleType:
     return templates
 
 
-def resolve_inside(base: Path, relative: str) -> tuple[Path | None, str | None, str]:
+def resolve_inside(
+    base: Path, relative: str, *, shown: str | None = None
+) -> tuple[Path | None, str | None, str]:
     """Resolve ``relative`` under ``base``, refusing anything that leaves ``base``.
+
+    ``shown`` names the path in the reason (default ``relative``): a ``files`` root as
+    the policy writes it, checked with its placeholders filled.
 
     Returns:
         ``(path, None, "")`` when it stays inside, else ``(None, rule, reason)``.
     """
+    name = repr(relative if shown is None else shown)
     if (
         Path(relative).is_absolute()
         or relative.startswith(("/", "\\"))
         or (len(relative) > 1 and relative[1] == ":")
     ):
-        reason = f"{relative!r} is absolute; give a path relative to {shown_path(base)}"
+        reason = f"{name} is absolute; give a path relative to {shown_path(base)}"
         return None, "path.absolute", reason
     base = Path(os.path.normpath(base))  # a parent reached through extends: "teams/.."
     lexical = Path(os.path.normpath(base / relative))
     if not lexical.is_relative_to(base):
-        return None, "path.outside", f"{relative!r} leaves the policy's folder {shown_path(base)}"
+        return None, "path.outside", f"{name} leaves the policy's folder {shown_path(base)}"
     real_base = base.resolve()
     real = lexical.resolve()
     if not real.is_relative_to(real_base):
         return (
             None,
             "path.symlink-outside",
-            (f"{relative!r} is a symlink to {real.as_posix()}, outside the policy's folder"),
+            f"{name} is a symlink to {real.as_posix()}, outside the policy's folder",
         )
     return lexical, None, ""
 
@@ -186,9 +192,9 @@ def _files_root(base: Path, root: str, where: JsonPath) -> Iterator[Finding]:
         return
     # a placeholder is filled with one plain folder name: stand one in to check the rest
     filled = fill_root(root, dict.fromkeys(names, "x"))
-    target, rule, reason = resolve_inside(base, filled)
+    target, rule, reason = resolve_inside(base, filled, shown=root)
     if target is None:
-        yield Finding(where, reason.replace(repr(filled), repr(root)), rule or "path.outside")
+        yield Finding(where, reason, rule or "path.outside")
         return
     yield from _folder_root(base, static_root(root), where, what="files")
 

@@ -1,12 +1,13 @@
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
 
-from ctxpolicy.blocks import BlocksError, PathEscapeError
+from ctxpolicy.blocks import BlocksError, FileAccessError, PathEscapeError
 from ctxpolicy.blocks.references import FileReference, resolve_reference
-from ctxpolicy.collectors.base import CollectRequest, get_collector
+from ctxpolicy.collectors.base import Collected, CollectRequest, get_collector
 from ctxpolicy.collectors.files import collect_files, expand_select, pack_pieces
 from ctxpolicy.policy import Policy
 
@@ -119,6 +120,33 @@ def test_glob_match_through_symlink_out_of_root_is_refused(base):
     (base / "docs" / "more" / "c.md").symlink_to(base / "outside.md")
     with pytest.raises(PathEscapeError):
         collect_files(_request(base, ["more/*.md"]))
+
+
+def _session(base: Path, thread: str, *, root: str = "sessions/{thread_id}"):
+    return dataclasses.replace(_request(base, ["profile.md"], root=root), thread_id=thread)
+
+
+def test_a_session_root_without_its_folder_yet_is_an_empty_layer(base, tmp_path_factory):
+    (base / "sessions").mkdir()
+    collected = collect_files(_session(base, "会话-新"))
+    assert isinstance(collected, Collected) and collected.text is None
+    assert collected.warnings == (
+        "knowledge__context: no folder 'sessions/会话-新' for this session yet; the layer is empty",
+    )
+    # a symlinked session folder that leaves the policy's folder is refused, not empty
+    (base / "sessions" / "t-out").symlink_to(tmp_path_factory.mktemp("elsewhere"))
+    with pytest.raises(PathEscapeError, match="outside"):
+        collect_files(_session(base, "t-out"))
+
+
+def test_a_session_root_under_a_file_is_an_error_not_an_empty_layer(base):
+    (base / "sessions").write_text("a file, not a folder\n", encoding="utf-8")
+    with pytest.raises(FileAccessError):
+        collect_files(_session(base, "t-1"))
+    (base / "sessions.md").mkdir()
+    (base / "sessions.md" / "t-1").write_text("a file\n", encoding="utf-8")
+    with pytest.raises(FileAccessError, match="not a folder"):
+        collect_files(_session(base, "t-1", root="sessions.md/{thread_id}"))
 
 
 def test_without_base_dir_is_a_clear_error(base):

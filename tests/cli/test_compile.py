@@ -121,3 +121,29 @@ def test_a_budget_policy_applies(run_cli, data: Path) -> None:
     )
     assert code == 1 and out == ""
     assert "[budget.exceeded]" in err and "Traceback" not in err
+
+
+def test_a_manifest_over_the_size_limit_is_unreadable_exit_2(run_cli) -> None:
+    """The manifest is read once, by the safe reader (size limit, regular files only):
+    too large is an unreadable input (exit 2), not a missing file of the manifest."""
+    big = '{"query": "' + "数" * 400_000 + '"}'
+    code, out, err = run_cli({"big.json": big}, "compile", "big.json")
+    assert (code, out) == (2, "")
+    assert err.startswith("big.json: cannot read:") and "[file.unreadable]" in err, err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_an_output_error_names_the_compile_verb(run_cli, data: Path) -> None:
+    argv = ("compile", "context-config.json", "--root", "docs", "-o", "无/x.html")
+    code, out, err = run_cli({}, *argv)
+    assert (code, out) == (2, "")
+    assert err.startswith("ctxpolicy compile: --output 无/x.html: "), err
+
+
+def test_a_root_that_is_no_folder_is_a_usage_error_naming_root(run_cli, data: Path) -> None:
+    code, out, err = run_cli({}, "compile", "context-config.json", "--root", "不存在")
+    assert (code, out) == (2, "")
+    assert err == "ctxpolicy compile: --root 不存在: no such folder\n"
+    (data / "a-file").write_text("x", encoding="utf-8")
+    code, _, err = run_cli({}, "compile", "context-config.json", "--root", "a-file")
+    assert code == 2 and err == "ctxpolicy compile: --root a-file: root is not a folder\n"

@@ -249,3 +249,20 @@ def test_known_errors_keep_their_exit_codes(run_cli, monkeypatch) -> None:
 
     monkeypatch.setattr(schema_verb, "run", interrupted)
     assert run_cli({}, "schema")[0] == 130
+
+
+def test_main_keeps_the_logger_quiet_and_leaves_its_handlers_as_they_were() -> None:
+    """The preview shows a skipped collector itself: `main` (not only the console
+    script) keeps Python's last-resort handler from printing it a second time."""
+    script = (
+        "import logging, sys\n"
+        "from ctxpolicy.cli import main\n"
+        "code = main(['preview', 'builtin:base', '-p', 'mapreduce_worker',\n"
+        "             '--query', '数一数 rows'])\n"
+        "assert logging.getLogger('ctxpolicy').handlers == [], 'a handler left behind'\n"
+        "sys.exit(code)\n"
+    )
+    done = _python("-c", script)
+    assert done.returncode == 0, done.stderr
+    assert "collector skipped" in done.stdout
+    assert done.stderr == ""

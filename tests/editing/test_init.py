@@ -108,3 +108,15 @@ def test_invalid_parent_is_reported_and_nothing_written(tmp_path: Path, capsys) 
     assert "base.yaml:3:" in capsys.readouterr().err
     assert not out.exists()
     assert stray_files(tmp_path) == []
+
+
+def test_a_failed_init_leaves_no_folder_it_made(tmp_path: Path, capsys) -> None:
+    parent = tmp_path / "base.yaml"
+    parent.write_text("version: 1\nname: base\nbudget: {output_reserve: 3}\n")
+    (tmp_path / "团队").mkdir()  # there already: kept
+    out = tmp_path / "团队" / "新" / "深" / "team.yaml"
+    assert run_cli("init", "team", "--extends", str(parent), "--output", str(out)) == 2
+    assert "base.yaml:3:" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.rglob("*")) == ["base.yaml", "团队"]
+    assert run_cli("init", "team", "--output", str(out)) == 0  # made when it is written
+    assert out.is_file()

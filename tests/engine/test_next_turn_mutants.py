@@ -659,3 +659,39 @@ def test_a_next_turn_report_carries_the_plans_warnings(
     assert taken[:2] == [False, True]  # the second call takes the first one's walk
     assert got.report.warnings == plan.warnings
     _same_composition(got, expected)
+
+
+def test_a_next_turn_reports_the_skips_and_block_cuts_a_fresh_call_reports(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A block layer cut to its cap and a collector skipped (``on_error: skip``, no
+    service): the next turn, composed from the last call, has the fresh composition's
+    ``report.warnings``, each of them a layer's event (`ComposeReport.layer_events`)."""
+    policy = _plain_engine(block=True).policy
+    data = policy.model_dump(mode="json", exclude_none=True)
+    data["order"].insert(1, "knowledge__context")
+    data["budget"]["ratios"]["knowledge__context"] = 0.05
+    data["budget"]["ratios"]["checkpoint_messages"] -= 0.05
+    data["layers"]["knowledge__context"] = {
+        "role": "system",
+        "collector": {"type": "retriever", "service": "kb", "on_error": "skip"},
+    }
+    engine = PolicyEngine(type(policy).model_validate(data))
+    contexts = {"notes__context": "笔记 note " * 200}  # over its cap: truncated
+    taken = _taken(monkeypatch)
+    history: list[Any] = [*_exchanges(2, 10), HumanMessage("q 问题")]
+
+    def call() -> Any:
+        return engine.compose(
+            system_prompt="prompt", checkpoint_messages=history, contexts=contexts
+        )
+
+    first = call()
+    assert first.report.layer_events == 2, first.report.warnings
+    history = [*history, AIMessage("a 回答"), HumanMessage("q2 问题")]
+    taken.clear()
+    got, fresh = _and_fresh(call)
+    assert taken[0] is True  # the next turn was composed from the last call
+    assert got.report.warnings == fresh.report.warnings == first.report.warnings
+    assert got.report.layer_events == fresh.report.layer_events == 2
+    _same_result(got, fresh)

@@ -136,6 +136,37 @@ def test_an_unknown_builtin_is_not_found_with_the_names_that_exist(elsewhere: Pa
     assert "builtin:base" in issue.message
 
 
+@pytest.mark.parametrize("name", ["builtin:", "builtin:../pyproject", "builtin:/etc/passwd"])
+def test_a_builtin_name_that_leaves_the_bundle_is_not_found(
+    elsewhere: Path, capsys, name: str
+) -> None:
+    with pytest.raises(PolicyNotFoundError) as caught:
+        load_policy(name)
+    assert str(caught.value).startswith(f"policy file not found:\n{name}: no bundled file ")
+    code, out, err = cli(capsys, "show", name)
+    assert code == 2 and out == ""
+    assert f"{name}: no bundled file {name!r}; bundled policies: builtin:base" in err
+    assert "file.type" not in err and "not a policy file" not in err
+
+
+@pytest.mark.parametrize(
+    ("ref", "rule"),
+    [
+        ("builtin:samples/state.json", "extends.not-policy"),
+        ("builtin:../pyproject", "extends.missing"),
+        ("builtin:", "extends.missing"),
+        ("builtin:nope.toml", "extends.missing"),
+    ],
+)
+def test_extends_a_bundled_file_is_checked_like_any_parent(
+    elsewhere: Path, ref: str, rule: str
+) -> None:
+    team = elsewhere / "team.yaml"
+    team.write_text(f"version: 1\nname: team\nextends: '{ref}'\n", encoding="utf-8")
+    [issue] = validate_paths([team])
+    assert (issue.line, issue.rule) == (3, rule), issue
+
+
 def test_missing_file_is_not_found_not_invalid_and_has_no_position(elsewhere: Path) -> None:
     with pytest.raises(PolicyNotFoundError) as caught:
         load_policy("policies/long-session.yaml")
@@ -144,6 +175,8 @@ def test_missing_file_is_not_found_not_invalid_and_has_no_position(elsewhere: Pa
     assert str(caught.value) == (
         "policy file not found:\npolicies/long-session.yaml: no such file or folder [file.missing]"
     )
+    assert caught.value.filename == "policies/long-session.yaml"  # as a FileNotFoundError
+    assert caught.value.args == (str(caught.value),)
     with pytest.raises(PolicyNotGivenError) as given:
         load_policy()
     assert ":0:0" not in str(given.value)
@@ -185,6 +218,18 @@ def test_every_cli_verb_takes_builtin_names(elsewhere: Path, capsys) -> None:
     assert json.loads(cli(capsys, "list", "--format", "json")[1])["samples"] == list(
         builtin_samples()
     )
+
+
+def test_preview_state_names_a_bundled_file_by_its_builtin_name(elsewhere: Path, capsys) -> None:
+    base = ("preview", "builtin:base", "-p", "react", "--state")
+    code, _, err = cli(capsys, *base, "builtin:nope.json")
+    assert code == 2
+    assert err.startswith("ctxpolicy preview: --state builtin:nope.json: no bundled file ")
+    assert str(BUNDLE_DIR) not in err
+    code, _, err = cli(capsys, *base, "builtin:templates/todo.j2")
+    assert code == 2
+    assert err.startswith("ctxpolicy preview: --state builtin:templates/todo.j2: cannot parse")
+    assert str(BUNDLE_DIR) not in err
 
 
 def test_set_refuses_a_bundled_policy(elsewhere: Path, capsys) -> None:

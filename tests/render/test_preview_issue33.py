@@ -86,3 +86,54 @@ def test_no_internal_recall_thread_key_and_merged_layers_show_as_sent() -> None:
     assert "sent in the system message of <code>system_prompt</code>" in render_preview(
         view, fmt="html"
     )
+
+
+def test_a_recall_fallback_and_a_block_cut_are_each_one_entry(monkeypatch) -> None:
+    """A recall layer whose builtin model is missing falls back to lexical search: the
+    warning is in the report's warnings, and each preview shows it once (as it shows a
+    block's cut once, on the layer's row)."""
+    from ctxpolicy.errors import EmbeddingsUnavailableError
+    from ctxpolicy.recall import minilm
+
+    def unavailable(name: str) -> object:
+        raise EmbeddingsUnavailableError("needs numpy: pip install 'ctxpolicy[embeddings]' 数据")
+
+    monkeypatch.setattr(minilm, "load_builtin_embeddings", unavailable)
+    policy = tolerant_policy(load_policy("builtin:long-session"))
+    layer = policy.layers["recall__context"]
+    collector = layer.collector.model_copy(update={"embeddings": "minilm"})
+    policy = policy.model_copy(
+        update={
+            "layers": {
+                **policy.layers,
+                "recall__context": layer.model_copy(update={"collector": collector}),
+            },
+            "model": policy.model.model_copy(update={"context_window": 3000}),
+        }
+    )
+    history = []
+    for turn in range(300):
+        said = f"第{turn}天 the pottery vase {turn} 陶艺花瓶 " * 12 if turn % 10 == 0 else "fine"
+        history += [
+            HumanMessage(f"(day {turn}) Elise: Hey Kate, how was day {turn}?", id=f"h{turn}"),
+            AIMessage(f"(day {turn}) Kate: {said}", id=f"a{turn}"),
+        ]
+    history.append(HumanMessage("What did Kate make in pottery? 陶艺", id="q"))
+    engine = PolicyEngine(policy)
+    framework = "框架 framework notes. " * 200  # over its cap: cut
+    result = engine.compose(
+        process="react",
+        system_prompt="S",
+        state={"messages": history},
+        contexts={"framework__context": framework},
+    )
+    preview = Preview.of(result, engine.plan("react"), policy=policy, source="t.yaml")
+    report = result.report
+    [fallback] = [w for w in report.warnings if "lexical search only" in w]
+    [cut] = report.layer("framework__context").cuts
+    cut_text = f"framework__context: {cut.describe()}"
+    assert cut_text in report.warnings  # every event is in the report's warnings
+    for fmt in ("text", "html"):
+        out = html.unescape(render_preview(preview, fmt=fmt))
+        assert out.count(fallback) == 1, fmt
+        assert out.count(cut.describe()) == 1, fmt

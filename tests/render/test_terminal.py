@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import re
 
@@ -91,3 +92,22 @@ def test_allocate_cells_never_exceeds_width(values, total, width) -> None:
     if sum(values) <= total and width > 0:
         for value, count in zip(values, cells):
             assert count <= value * width / total + 1 + 1e-9 or count == 1
+
+
+def test_the_cap_column_is_the_cap_the_layer_got() -> None:
+    """A history whose cap redistribution raised above its ratio's: the bar, the cap
+    column and the ratio cap beside it, as the text and HTML previews show them."""
+    from ctxpolicy.render.view import build_view
+    from tests.render.sample import sample_layers, sample_preview
+
+    layers = [
+        dataclasses.replace(layer, cap=1_720, base_cap=500, tokens=1_600)
+        if layer.name == "checkpoint_messages"
+        else layer
+        for layer in sample_layers()
+    ]
+    view = build_view(sample_preview(layers=layers))
+    [line] = [x for x in format_layer_bars(view, width=10, color=False) if "checkpoint" in x]
+    assert "  1,600 /   1,720 tok" in line
+    assert "ratio cap 500" in line
+    assert "#########." in line  # 1,600 of 1,720, not over the ratio's 500
