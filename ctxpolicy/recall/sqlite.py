@@ -28,7 +28,7 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
 
-from ctxpolicy.recall.floor import distinctive_terms
+from ctxpolicy.recall.floor import COMMON_SHARE, MIN_COMMON_UNITS, distinctive_terms
 from ctxpolicy.recall.index import (
     MAX_RANKED_POSTINGS,
     STATEMENT_BOOST,
@@ -140,6 +140,8 @@ class SQLiteRecallIndex:
         # (thread, term) -> (units of the thread holding it, the thread's units then);
         # least recently used first, at most THREAD_POSTINGS entries
         self._thread_df: OrderedDict[tuple[str, str], tuple[int, int]] = OrderedDict()
+        # thread -> its units, counted once, then kept up to date by this object's writes
+        self._thread_units: OrderedDict[str, int] = OrderedDict()
         self._units = self._conn.execute("SELECT count(*) FROM recall_unit").fetchone()[0]
 
     def __repr__(self) -> str:
@@ -275,9 +277,12 @@ class SQLiteRecallIndex:
                             ),
                         )
                         self._units += 1
+                        if thread in self._thread_units:
+                            self._thread_units[thread] += 1
                 conn.execute("COMMIT")
             except BaseException:
                 conn.execute("ROLLBACK")
+                self._thread_units.pop(thread, None)  # counted again when next needed
                 raise
         return added
 
@@ -302,31 +307,49 @@ class SQLiteRecallIndex:
             postings = {term: self._postings(term) for term in dict.fromkeys(terms)}
         return terms_within_budget(postings, terms, budget=MAX_RANKED_POSTINGS)
 
-    def _thread_postings(self, thread: str, terms: Sequence[str]) -> tuple[int, dict[str, int]]:
-        """``(units of thread, {term: units of thread holding it})``: what the relevance
-        floor reads. A term's count is cached while the thread grows < 10 %."""
-        with self._lock:
-            conn = self._conn
-            (units,) = conn.execute(
+    def _units_of(self, thread: str) -> int:
+        """The units of ``thread`` (lock held): counted on first use, then kept up to date
+        by this object's own writes (like the global count the rare terms use)."""
+        units = self._thread_units.get(thread)
+        if units is None:
+            (units,) = self._conn.execute(
                 "SELECT count(*) FROM recall_unit WHERE thread = ?", (thread,)
             ).fetchone()
+            units = int(units)
+            if len(self._thread_units) >= THREAD_POSTINGS:
+                self._thread_units.popitem(last=False)
+        self._thread_units[thread] = units
+        self._thread_units.move_to_end(thread)
+        return units
+
+    def _thread_postings(self, thread: str, terms: Sequence[str]) -> tuple[int, dict[str, int]]:
+        """``(units of thread, {term: units of thread holding it})``: what the relevance
+        floor reads. A term held by few units of the whole index needs no count of its own
+        (the thread holds no more); a thread's count is cached while it grows < 10 %."""
+        with self._lock:
+            units = self._units_of(thread)
+            limit = max(COMMON_SHARE * units, MIN_COMMON_UNITS - 1)
             counts: dict[str, int] = {}
             for term in terms:
+                total = self._postings(term)
+                if total <= limit or units >= self._units:  # an upper bound, or exact
+                    counts[term] = total
+                    continue
                 key = (thread, term)
                 cached = self._thread_df.get(key)
-                if cached is not None and units <= cached[1] * 1.1 + 100:
+                if cached is not None and units <= cached[1] * 1.1:
                     self._thread_df.move_to_end(key)
                     counts[term] = cached[0]
                     continue
-                (count,) = conn.execute(
+                (count,) = self._conn.execute(
                     "SELECT count(*) FROM recall_fts WHERE recall_fts MATCH ? AND thread = ?",
                     (_match_expression([term]), thread),
                 ).fetchone()
                 counts[term] = int(count)
-                self._thread_df[key] = (int(count), int(units))
+                self._thread_df[key] = (int(count), units)
                 if len(self._thread_df) > THREAD_POSTINGS:
                     self._thread_df.popitem(last=False)
-        return int(units), counts
+        return units, counts
 
     def forget_messages(self, thread: str, message_ids: Sequence[str]) -> int:
         """Remove messages (and their units) from ``thread``: an abandoned branch.
@@ -340,6 +363,7 @@ class SQLiteRecallIndex:
         with self._lock:
             for key in [k for k in self._thread_df if k[0] == thread]:
                 del self._thread_df[key]  # counts of a branch that is going away
+            self._thread_units.pop(thread, None)
             conn = self._conn
             conn.execute("BEGIN IMMEDIATE")
             try:
@@ -358,6 +382,8 @@ class SQLiteRecallIndex:
                         )
                         conn.execute("DELETE FROM recall_unit WHERE id = ?", (row,))
                         self._units -= 1
+                        if thread in self._thread_units:
+                            self._thread_units[thread] -= 1
                     removed += conn.execute(
                         "DELETE FROM recall_message WHERE thread = ? AND message_id = ?",
                         (thread, message_id),

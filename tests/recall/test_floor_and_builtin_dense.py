@@ -150,3 +150,19 @@ def test_a_recalled_sentence_of_a_short_turn_shows_the_whole_turn() -> None:
     # the sentence that matched, with the turn's speaker, date and the line after it
     assert unit.text == turn
     assert unit.label == "#40 user"
+
+
+def test_the_floor_counts_terms_per_thread_in_a_shared_index() -> None:
+    def units(i: int, text: str) -> list[Unit]:
+        return [Unit(f"m{i}", i, 0, "user", None, 1, 1, text)]
+
+    index = SQLiteRecallIndex()
+    index.add_messages("a", [(i, f"m{i}", units(i, f"Hey Kate, day {i}")) for i in range(100)])
+    index.add_messages("b", [(i, f"m{i}", units(i, f"status {i} ok")) for i in range(100)])
+    assert index.search("a", ["kate"], limit=5, floor=True) == []  # common in thread a
+    index.add_messages("b", [(100, "m100", units(100, "Kate joined the on-call rota"))])
+    # 1 of thread b's 101 units: not common there, though 101 of the index's 201 hold it
+    (hit,) = index.search("b", ["kate"], limit=5, floor=True)
+    assert hit.unit.message_id == "m100"
+    index.add_messages("b", [(i, f"m{i}", units(i, f"Kate again {i}")) for i in range(101, 140)])
+    assert index.search("b", ["kate"], limit=5, floor=True) == []  # now 40 of 140 units
